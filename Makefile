@@ -1,0 +1,46 @@
+# The project's single entry point. `make demo` is the main job; `make test` runs every test tier
+# this machine can run (and says which it skipped and why).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN := $(CURDIR)/.tools/bin
+export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
+# Test tiers whose runtimes the toolchain installer provides (see README, "Development").
+TOOLCHAIN ?= helm kubeconform
+
+.PHONY: setup demo test lint unit schema clean help
+help:
+	@echo "make setup | demo | test | lint | schema | clean"
+
+$(VENV)/.installed: pyproject.toml tools/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c tools/constraints.txt -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+	$(PY) -m sunk.devenv.toolchain install $(TOOLCHAIN)
+
+demo: setup
+	$(VENV)/bin/sunkctl demo
+
+lint: setup
+	$(VENV)/bin/ruff check tools tests
+	$(VENV)/bin/ruff format --check tools tests
+	$(VENV)/bin/yamllint --strict -c .yamllint.yaml examples charts/slurm/values.yaml charts/sunk/values.yaml
+	$(BIN)/helm lint --strict charts/sunk
+	$(BIN)/helm lint --strict charts/slurm
+	@if command -v shellcheck >/dev/null; then shellcheck .ci/run $$(git ls-files '*.sh'); \
+	  else echo "lint: shellcheck not installed (apt-get install shellcheck); skipped"; fi
+
+schema: setup
+	$(VENV)/bin/sunkctl schema
+
+test: setup lint
+	$(VENV)/bin/sunkctl schema --check
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .ruff_cache

@@ -1,0 +1,11 @@
+"""Open SUNK: Slurm on Kubernetes.
+
+Sub-packages, one concern each:
+  models     typed models of chart values and CRD specs (the single source of truth)
+  slurmconf  pure renderers of Slurm configuration files
+  operator   the kopf operator
+  cli        the sunkctl command line
+  devenv     development/test runtimes: toolchain, Slurm runtime, control plane
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""sunkctl: thin commands over the library; the library never prints."""

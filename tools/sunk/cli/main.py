@@ -1,0 +1,45 @@
+"""The ``sunkctl`` entry point.
+
+Exit codes (shared by every command): 0 clean, 1 findings, 2 usage error,
+3 tool or environment failure.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from sunk import __version__
+
+EPILOG = "Exit codes: 0 clean, 1 findings, 2 usage error, 3 tool or environment failure."
+
+app = typer.Typer(
+    name="sunkctl",
+    help="Open SUNK: validate, render and deploy Slurm-on-Kubernetes clusters.",
+    epilog=EPILOG,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sunkctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Open SUNK command line."""
+
+
+def run() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    run()

