@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from sunk import __version__
+from sunk.cli.schema_cmd import schema
 
 EPILOG = "Exit codes: 0 clean, 1 findings, 2 usage error, 3 tool or environment failure."
 
@@ -35,6 +36,9 @@ def main(
     ),
 ) -> None:
     """Open SUNK command line."""
+
+
+app.command()(schema)
 
 
 def run() -> None:

@@ -1,0 +1,22 @@
+"""`sunkctl schema`: write (or check) every file generated from the typed models."""
+
+from __future__ import annotations
+
+import typer
+
+from sunk.devenv.paths import repo_root
+from sunk.schema.generate import stale, write_all
+
+
+def schema(
+    check: bool = typer.Option(False, "--check", help="Exit 1 if a generated file is stale."),
+) -> None:
+    """Write values.schema.json, values.yaml, README tables, CRDs and schemas/ from the models."""
+    root = repo_root()
+    if check:
+        outdated = stale(root)
+        for path in outdated:
+            typer.echo(f"stale: {path} (run `sunkctl schema`)", err=True)
+        raise typer.Exit(1 if outdated else 0)
+    for path in write_all(root):
+        typer.echo(f"wrote {path}")

@@ -1,0 +1,179 @@
+"""The custom resources: SlurmCluster and NodeSet (`sunk.coreweave.com/v1alpha1`).
+
+The specs reuse the values models: the `slurm` chart places values into these specs and
+the operator reads them back. CRD schemas are generated from these classes (sunk.schema).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from sunk.models.base import DNS_LABEL, Quantity, Strict, open_object
+from sunk.models.k8s import Image
+from sunk.models.values import (
+    Accounting,
+    ClusterCompute,
+    Controller,
+    Global,
+    KeySecret,
+    Login,
+    Munge,
+    Nsscache,
+    Partition,
+    Rest,
+    S6Service,
+    Scheduler,
+    SlurmConfig,
+    Syncer,
+    Topology,
+)
+
+GROUP = "sunk.coreweave.com"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class Condition(Strict):
+    type: str = Field(description="Condition type, e.g. Ready.")
+    status: str = Field(description="True, False or Unknown.")
+    reason: str | None = Field(default=None, description="CamelCase reason.")
+    message: str | None = Field(default=None, description="Human-readable detail.")
+    observedGeneration: int | None = Field(default=None, description="Generation observed.")
+    lastTransitionTime: str | None = Field(default=None, description="RFC 3339 time.")
+
+
+# --------------------------------------------------------------------------- SlurmCluster
+
+
+class SlurmClusterCompute(ClusterCompute):
+    partitions: list[Partition] = Field(
+        default_factory=list,
+        description="Declared partitions; one partition per NodeSet is always added.",
+        json_schema_extra={
+            "x-list-map-keys": ["name"],
+            "x-cel": [
+                {
+                    "rule": "self.filter(p, has(p.default) && p.default).size() <= 1",
+                    "message": "at most one partition may be the default",
+                }
+            ],
+        },
+    )
+    rawPartitions: str = Field(default="", description="Raw slurm.conf partition lines.")
+
+
+class Scripts(Strict):
+    prolog: str | None = Field(default=None, description="ConfigMap with prolog.d scripts.")
+    epilog: str | None = Field(default=None, description="ConfigMap with epilog.d scripts.")
+
+
+class SlurmClusterSpec(Strict):
+    clusterName: str = Field(
+        description="Slurm ClusterName.",
+        pattern=DNS_LABEL,
+        max_length=40,
+        json_schema_extra={"x-immutable": True},
+    )
+    imagePullSecrets: list[dict[str, str]] = Field(
+        default_factory=list, description="Pull secrets for every pod."
+    )
+    global_: Global = Field(
+        default_factory=Global,
+        alias="global",
+        description="Volumes and mounts added to every Slurm pod.",
+    )
+    controller: Controller = Field(default_factory=Controller, description="slurmctld.")
+    accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd.")
+    rest: Rest = Field(default_factory=Rest, description="slurmrestd.")
+    login: Login = Field(default_factory=Login, description="Login nodes.")
+    compute: SlurmClusterCompute = Field(
+        default_factory=SlurmClusterCompute, description="Cluster-wide compute settings."
+    )
+    slurmConfig: SlurmConfig = Field(default_factory=SlurmConfig, description="slurm.conf keys.")
+    topology: Topology = Field(default_factory=Topology, description="Topology generation.")
+    munge: Munge = Field(default_factory=Munge, description="munge key.")
+    jwt: KeySecret = Field(default_factory=KeySecret, description="JWT key.")
+    syncer: Syncer = Field(default_factory=Syncer, description="Syncer.")
+    scheduler: Scheduler = Field(default_factory=Scheduler, description="Pod Scheduler.")
+    nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")
+    scripts: Scripts = Field(default_factory=Scripts, description="Prolog/epilog ConfigMaps.")
+
+
+class SlurmClusterStatus(Strict):
+    observedGeneration: int | None = Field(default=None, description="Last reconciled generation.")
+    configHash: str | None = Field(default=None, description="Hash of the rendered Slurm files.")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready and per-component."
+    )
+
+
+# --------------------------------------------------------------------------- NodeSet
+
+
+class NodeSetFeatures(Strict):
+    staticFeatures: list[str] = Field(default_factory=list, description="Features always set.")
+    dynamicFeatures: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Node label → `{prefix}`; the value becomes a feature."
+    )
+
+
+class PodTemplate(Strict):
+    metadata: dict[str, Any] = open_object(
+        "Labels and annotations of the pods.", default_factory=dict
+    )
+    spec: dict[str, Any] = open_object(
+        "Pod spec (slurmd container `slurmd`); the operator adds "
+        "node pinning, munge and the lock toleration.",
+        default_factory=dict,
+    )
+
+
+class NodeSetSpec(Strict):
+    clusterName: str = Field(
+        description="The SlurmCluster this NodeSet belongs to.",
+        pattern=DNS_LABEL,
+        json_schema_extra={"x-immutable": True},
+    )
+    replicas: int | None = Field(
+        default=None, ge=0, description="Desired pods; unset means every feasible Node."
+    )
+    podNamePrefix: str | None = Field(
+        default=None,
+        pattern=DNS_LABEL,
+        max_length=40,
+        description="Pod and Slurm node name prefix.",
+    )
+    maxUnavailable: int | str = Field(
+        default="10%",
+        description="Rolling update budget.",
+        json_schema_extra={"x-int-or-string": True},
+    )
+    gresGpu: str | None = Field(
+        default=None, pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$", description="GPU GRES `type:count`."
+    )
+    skuCpu: int | None = Field(default=None, ge=1, description="CPUs Slurm schedules.")
+    reservedMemory: Quantity | None = Field(
+        default=None, description="Memory kept from Slurm (cluster default)."
+    )
+    features: NodeSetFeatures = Field(default_factory=NodeSetFeatures, description="Features.")
+    partitionConfig: dict[str, str | int] = Field(
+        default_factory=dict, description="Keys of the group's partition."
+    )
+    s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services.")
+    image: Image | None = Field(default=None, description="Informational: the slurmd image.")
+    template: PodTemplate = Field(default_factory=PodTemplate, description="Pod template.")
+
+
+class NodeSetStatus(Strict):
+    observedGeneration: int | None = Field(default=None, description="Last reconciled generation.")
+    desiredNumberScheduled: int = Field(default=0, description="spec.replicas or numberFeasible.")
+    numberFeasible: int = Field(default=0, description="Nodes the NodeSet may use.")
+    currentNumberScheduled: int = Field(default=0, description="Pods that exist.")
+    numberReady: int = Field(default=0, description="Pods ready.")
+    numberDrain: int = Field(default=0, description="Slurm nodes drained.")
+    numberMisscheduled: int = Field(default=0, description="Pods on Nodes no longer feasible.")
+    numberUnavailable: int = Field(default=0, description="Desired pods not ready.")
+    selector: str | None = Field(default=None, description="Label selector (scale subresource).")
+    conditions: list[Condition] = Field(default_factory=list, description="Conditions.")

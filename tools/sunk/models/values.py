@@ -1,0 +1,549 @@
+"""The `slurm` chart's values (SUNK-compatible keys) and the `sunk` chart's values.
+
+Defaults declared here are the charts' defaults: `sunkctl schema` writes them into each
+chart's values.yaml, values.schema.json and README table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from sunk import __version__
+from sunk.models.base import DNS_LABEL, Quantity, Strict, open_object
+from sunk.models.k8s import LOCK_TOLERATION, Image, PersistentStorage, Resources, Toleration
+from sunk.models.stock import STOCK_DEFINITIONS
+
+SLURM_VERSION = "24.11"
+IMAGE_TAG = f"{__version__}-slurm{SLURM_VERSION}"
+IMAGE_PREFIX = "opensunk"
+
+
+def image(name: str) -> Image:
+    """Our own images, as built by `make images` (see images/)."""
+    return Image(repository=f"{IMAGE_PREFIX}/{name}", tag=IMAGE_TAG)
+
+
+ScalarOrList = str | int | float | bool | list[str | int | float]
+
+
+# --------------------------------------------------------------------------- shared shapes
+
+
+class PodOptions(Strict):
+    """Scheduling and runtime options every component pod accepts."""
+
+    resources: Resources | None = Field(default=None, description="Container resources.")
+    tolerations: list[Toleration] | None = Field(
+        default=None,
+        description="Tolerations; the `sunk.coreweave.com/lock` toleration is always added.",
+    )
+    affinity: dict[str, Any] | None = open_object(
+        "Pod affinity (raw Kubernetes Affinity).", default=None
+    )
+    nodeSelector: dict[str, str] | None = Field(default=None, description="Node selector labels.")
+    priorityClassName: str | None = Field(default=None, description="PriorityClass of the pods.")
+    podSecurityContext: dict[str, Any] | None = open_object(
+        "Pod security context (raw Kubernetes PodSecurityContext).", default=None
+    )
+    securityContext: dict[str, Any] | None = open_object(
+        "Container security context (raw Kubernetes SecurityContext).", default=None
+    )
+    terminationGracePeriodSeconds: int | None = Field(
+        default=None, ge=0, description="Grace period before the pod is killed."
+    )
+    annotations: dict[str, str] | None = Field(default=None, description="Extra pod annotations.")
+    labels: dict[str, str] | None = Field(default=None, description="Extra pod labels.")
+    env: list[dict[str, Any]] | None = open_object(
+        "Extra environment variables (raw EnvVar list).", default=None
+    )
+
+
+class S6Service(Strict):
+    type: Literal["oneshot", "longrun"] = Field(description="s6-rc service type.")
+    script: str = Field(description="The service script (run for longrun, up for oneshot).")
+    timeoutUp: int | None = Field(default=None, ge=0, description="Start timeout in ms.")
+    timeoutDown: int | None = Field(default=None, ge=0, description="Stop timeout in ms.")
+
+
+# --------------------------------------------------------------------------- control plane
+
+
+class Controller(PodOptions):
+    image: Image = Field(
+        default_factory=lambda: image("controller"), description="slurmctld image."
+    )
+    stateVolume: PersistentStorage = Field(
+        default_factory=lambda: PersistentStorage(size="32Gi"),
+        description="PVC holding StateSaveLocation; kept when the cluster is deleted.",
+    )
+    keepStateOnDelete: bool = Field(
+        default=True, description="Keep the state PVC when the SlurmCluster is deleted."
+    )
+    etcConfigMap: str | None = Field(
+        default=None,
+        description="ConfigMap of extra files for /etc/slurm; must not hold generated files.",
+    )
+
+
+class SecretRef(Strict):
+    name: str = Field(description="Secret name.", min_length=1)
+    key: str = Field(default="password", description="Key inside the Secret.")
+
+
+class ExternalDatabase(Strict):
+    enabled: bool = Field(
+        default=False, description="Use an external MySQL/MariaDB server (same as type external)."
+    )
+    host: str | None = Field(default=None, description="Database host name.")
+    port: int = Field(default=3306, ge=1, le=65535, description="Database port.")
+    user: str = Field(default="slurm", description="Database user.")
+    passwordSecret: SecretRef | None = Field(
+        default=None, description="Secret holding the database password."
+    )
+
+
+class MariaDB(Strict):
+    image: Image = Field(
+        default_factory=lambda: Image(repository="mariadb", tag="11.4"),
+        description="Embedded MariaDB image.",
+    )
+    storage: PersistentStorage = Field(
+        default_factory=lambda: PersistentStorage(size="16Gi"),
+        description="Embedded MariaDB data volume.",
+    )
+    resources: Resources | None = Field(default=None, description="MariaDB container resources.")
+
+
+class Moco(Strict):
+    replicas: int = Field(default=3, ge=1, description="MySQLCluster instances (odd number).")
+    mysqlVersion: str = Field(default="8.4.4", description="MySQL version for MOCO.")
+    storage: PersistentStorage = Field(
+        default_factory=lambda: PersistentStorage(size="16Gi"),
+        description="Data volume per instance.",
+    )
+    resources: Resources | None = Field(default=None, description="mysqld resources.")
+
+
+class Database(Strict):
+    type: Literal["mariadb", "moco", "external"] = Field(
+        default="mariadb",
+        description="Accounting database: embedded MariaDB, a MOCO MySQLCluster, or external.",
+    )
+    name: str = Field(default="slurm_acct_db", description="Database name (StorageLoc).")
+    mariadb: MariaDB = Field(default_factory=MariaDB, description="Embedded MariaDB settings.")
+    moco: Moco = Field(default_factory=Moco, description="MOCO MySQLCluster settings.")
+
+
+ACCOUNTING_RULES = [
+    {
+        "rule": "!self.enabled || (self.database.type != 'external' && !self.external.enabled)"
+        " || (has(self.external.host) && self.external.host != '')",
+        "message": "an external accounting database needs external.host",
+    },
+    {
+        "rule": "!(self.external.enabled && self.database.type == 'moco')",
+        "message": "external.enabled conflicts with database.type moco",
+    },
+]
+
+
+class Accounting(PodOptions):
+    model_config = ConfigDict(json_schema_extra={"x-cel": ACCOUNTING_RULES})
+
+    enabled: bool = Field(default=True, description="Run slurmdbd and record accounting.")
+    replicas: int = Field(default=1, ge=0, le=1, description="slurmdbd replicas (0 or 1).")
+    image: Image = Field(default_factory=lambda: image("controller"), description="slurmdbd image.")
+    database: Database = Field(default_factory=Database, description="The accounting database.")
+    external: ExternalDatabase = Field(
+        default_factory=ExternalDatabase, description="External database connection (SUNK key)."
+    )
+    config: dict[str, ScalarOrList] = Field(
+        default_factory=dict, description="slurmdbd.conf keys passed through (e.g. PurgeJobAfter)."
+    )
+
+
+class Rest(PodOptions):
+    enabled: bool = Field(default=True, description="Run slurmrestd.")
+    replicas: int = Field(default=1, ge=0, description="slurmrestd replicas.")
+    image: Image = Field(
+        default_factory=lambda: image("controller"), description="slurmrestd image."
+    )
+
+
+class LoginService(Strict):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="LoadBalancer", description="Service type of the login endpoint."
+    )
+    externalTrafficPolicy: Literal["Cluster", "Local"] | None = Field(
+        default="Local", description="Only valid for NodePort/LoadBalancer services."
+    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Service annotations.")
+    loadBalancerSourceRanges: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to reach a LoadBalancer service."
+    )
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port of the service.")
+
+
+class Login(PodOptions):
+    enabled: bool = Field(default=True, description="Run login pods (sshd + Slurm clients).")
+    replicas: int = Field(default=1, ge=0, description="Login StatefulSet replicas.")
+    image: Image = Field(default_factory=lambda: image("login"), description="Login image.")
+    service: LoginService = Field(default_factory=LoginService, description="Login Service.")
+    sshKeyVolume: PersistentStorage | None = Field(
+        default=None,
+        description="Optional PVC for user SSH keys; host keys live in an operator Secret.",
+    )
+    s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services on login pods.")
+
+
+# --------------------------------------------------------------------------- compute
+
+
+class Features(Strict):
+    static: list[str] = Field(default_factory=list, description="Slurm features always set.")
+    dynamic: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Node label → `{prefix}`: the label's value becomes a Slurm feature.",
+    )
+
+
+class NodeGroup(PodOptions):
+    """A compute node group (`compute.nodes.<name>`); also the shape of a named definition.
+
+    Every field is optional here: a group is resolved by merging chart defaults, then its
+    definitions in order, then its own keys (see sunk.models.merge).
+    """
+
+    enabled: bool | None = Field(default=None, description="Render this group (default true).")
+    replicas: int | None = Field(
+        default=None, ge=0, description="Desired Slurm nodes (one pod per Kubernetes Node)."
+    )
+    definitions: list[str] | None = Field(
+        default=None, description="Named definitions merged under this group, in order."
+    )
+    image: Image | None = Field(default=None, description="slurmd image for this group.")
+    gresGpu: str | None = Field(
+        default=None,
+        description="GPU GRES as `type:count` (e.g. `h100:8`) or a count; null for none.",
+        pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$",
+    )
+    skuCpu: int | None = Field(
+        default=None, ge=1, description="CPUs Slurm schedules; default: the pod's CPU limit."
+    )
+    features: Features | None = Field(default=None, description="Slurm node features.")
+    staticFeatures: list[str] | None = Field(
+        default=None, description="SUNK 7.x spelling of `features.static`."
+    )
+    nodeSelector: dict[str, str] | None = Field(
+        default=None,
+        description="Discouraged: does not bind the pods; use required node affinity.",
+    )
+    partitionConfig: dict[str, str | int] | None = Field(
+        default=None, description="Extra keys for this group's own partition line."
+    )
+    s6: dict[str, S6Service] | None = Field(default=None, description="s6 services of the group.")
+    volumes: list[dict[str, Any]] | None = open_object("Extra pod volumes (raw).", default=None)
+    volumeMounts: list[dict[str, Any]] | None = open_object(
+        "Extra slurmd mounts (raw).", default=None
+    )
+    podNamePrefix: str | None = Field(
+        default=None,
+        description="Pod (and Slurm node) name prefix; default the group name.",
+        pattern=DNS_LABEL,
+        max_length=40,
+    )
+
+
+class Partition(Strict):
+    name: str = Field(description="Partition name.", pattern=r"^[A-Za-z0-9_.-]+$")
+    nodeSets: list[str] = Field(
+        min_length=1, description="Node groups in the partition (or `ALL`)."
+    )
+    default: bool = Field(default=False, description="The default partition (at most one).")
+    config: dict[str, str | int] = Field(
+        default_factory=dict, description="Extra partition keys, e.g. `{MaxTime: INFINITE}`."
+    )
+
+
+class Pyxis(Strict):
+    enabled: bool = Field(
+        default=False, description="Enable Pyxis/Enroot (`srun --container-image`)."
+    )
+    mountHome: bool = Field(default=True, description="Mount the user's home into containers.")
+    remapRoot: bool = Field(default=True, description="Remap the user to root in containers.")
+    plugstackOptions: list[str] = Field(
+        default_factory=lambda: ["container_scope=job"], description="Pyxis plugstack options."
+    )
+    enrootConfig: dict[str, str] = Field(default_factory=dict, description="enroot.conf keys.")
+    appArmorProfile: str = Field(default="", description="AppArmor profile for compute pods.")
+
+
+class Mount(Strict):
+    name: str = Field(description="Mount path inside compute pods.")
+    pvc: str = Field(description="PersistentVolumeClaim to mount.")
+
+
+class ClusterCompute(Strict):
+    """Cluster-wide compute settings (shared by the values and the SlurmCluster spec)."""
+
+    image: Image = Field(
+        default_factory=lambda: image("slurmd"), description="Default slurmd image."
+    )
+    reservedMemory: Quantity = Field(
+        default="4Gi", description="Memory kept from Slurm: DefMemPerCPU = (limit − this) ÷ CPUs."
+    )
+    maxUnavailable: int | str = Field(
+        default="10%",
+        description="Pods unavailable at once during rolling updates.",
+        json_schema_extra={"x-int-or-string": True},
+    )
+    generateTopology: bool = Field(
+        default=True, description="Generate topology.conf from Node labels."
+    )
+    pyxis: Pyxis = Field(default_factory=Pyxis, description="Pyxis/Enroot.")
+    s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services on all groups.")
+    mounts: list[Mount] = Field(default_factory=list, description="PVC mounts on all groups.")
+
+
+class Compute(ClusterCompute):
+    nodeDefaults: NodeGroup = Field(
+        default_factory=lambda: NodeGroup(enabled=True, replicas=1),
+        description="Chart defaults under every group (merged first).",
+    )
+    definitions: dict[str, NodeGroup] = Field(
+        default_factory=lambda: {
+            k: NodeGroup.model_validate(v) for k, v in STOCK_DEFINITIONS.items()
+        },
+        description="Named partial node specs; the stock ones cover common CPU/GPU SKUs.",
+    )
+    nodes: dict[str, NodeGroup] = Field(
+        default_factory=dict, description="Node groups: one NodeSet (and partition) each."
+    )
+    partitions: list[Partition] | str = Field(
+        default_factory=list,
+        description="Partitions over node groups, or raw slurm.conf partition lines.",
+    )
+
+
+# --------------------------------------------------------------------------- Slurm settings
+
+
+class SlurmConfig(Strict):
+    """slurm.conf passthrough: any slurm.conf key (CamelCase) with a scalar or list value."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, ScalarOrList]
+
+    extraConfig: str = Field(default="", description="Text appended to slurm.conf.")
+    cgroupConfig: dict[str, ScalarOrList] = Field(
+        default_factory=dict, description="cgroup.conf keys passed through."
+    )
+
+
+class KeySecret(Strict):
+    existingSecret: str | None = Field(
+        default=None, description="Use this Secret; otherwise the operator makes one once."
+    )
+
+
+class Munge(KeySecret):
+    resources: Resources | None = Field(default=None, description="munge sidecar resources.")
+
+
+class Syncer(PodOptions):
+    enabled: bool = Field(default=True, description="Sync Slurm node state with pods.")
+    logLevel: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Syncer log level."
+    )
+
+
+class SchedulerScope(Strict):
+    type: Literal["namespace", "cluster"] = Field(
+        default="namespace", description="Which pods it schedules."
+    )
+    namespaces: list[str] = Field(
+        default_factory=list, description="Namespaces (empty: the release namespace)."
+    )
+
+
+class Scheduler(PodOptions):
+    enabled: bool = Field(default=False, description="Run the Slurm-backed Pod Scheduler.")
+    name: str | None = Field(
+        default=None, description="schedulerName; default `<namespace>-<release>`."
+    )
+    scope: SchedulerScope = Field(default_factory=SchedulerScope, description="Scheduling scope.")
+    gpuTypes: dict[str, str] = Field(
+        default_factory=dict, description="GPU product label → GRES type, e.g. NVIDIA_H100: h100."
+    )
+    killWait: int = Field(default=30, ge=6, description="Seconds Slurm waits before SIGKILL.")
+
+
+class Nsscache(PodOptions):
+    enabled: bool = Field(default=False, description="Provision users with an nsscache CronJob.")
+    existingSecret: str | None = Field(default=None, description="Secret with source credentials.")
+    cronJobSchedule: str = Field(default="* * * * *", description="CronJob schedule.")
+    sudoGroups: list[str] = Field(default_factory=list, description="Groups granted sudo.")
+    nsscacheConfig: dict[str, Any] = open_object("nsscache.conf sections.", default_factory=dict)
+    nsswitchConfig: dict[str, Any] = open_object("nsswitch.conf map sources.", default_factory=dict)
+
+
+class Topology(Strict):
+    treeLabels: list[str] = Field(
+        default_factory=lambda: [
+            "ib.coreweave.cloud/fabric",
+            "ib.coreweave.cloud/superpod",
+            "ib.coreweave.cloud/leafgroup",
+        ],
+        description="Node labels from the top to the leaf switch level of the tree topology.",
+    )
+    blockLabel: str = Field(
+        default="ds.coreweave.com/nvlink.domain",
+        description="Node label naming the NVLink domain for block topology.",
+    )
+
+
+class Global(Strict):
+    """Chart-wide settings. Open: parent charts may add keys here."""
+
+    model_config = ConfigDict(extra="allow")
+
+    imageRegistry: str | None = Field(
+        default=None, description="Registry prefixed to every image repository."
+    )
+    imagePullSecrets: list[dict[str, str]] = Field(
+        default_factory=list, description="Pull secrets for every pod."
+    )
+    affinity: dict[str, Any] | None = open_object("Affinity for control-plane pods.", default=None)
+    volumes: list[dict[str, Any]] = open_object(
+        "Volumes added to every Slurm pod.", default_factory=list
+    )
+    volumeMounts: list[dict[str, Any]] = open_object(
+        "Mounts added to every Slurm container.", default_factory=list
+    )
+
+
+class SlurmValues(Strict):
+    """Values of the `slurm` chart: one Slurm cluster."""
+
+    nameOverride: str | None = Field(default=None, description="Override the chart name.")
+    fullnameOverride: str | None = Field(default=None, description="Override the full name.")
+    clusterName: str = Field(
+        default="slurm",
+        description="Slurm ClusterName (also names the SlurmCluster).",
+        pattern=DNS_LABEL,
+        max_length=40,
+    )
+    global_: Global = Field(default_factory=Global, alias="global", description="Chart-wide.")
+    imagePullSecrets: list[dict[str, str]] = Field(
+        default_factory=list, description="Pull secrets for every pod."
+    )
+    controller: Controller = Field(default_factory=Controller, description="slurmctld.")
+    accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd + database.")
+    rest: Rest = Field(default_factory=Rest, description="slurmrestd.")
+    login: Login = Field(default_factory=Login, description="Login nodes.")
+    compute: Compute = Field(default_factory=Compute, description="Compute node groups.")
+    slurmConfig: SlurmConfig = Field(default_factory=SlurmConfig, description="slurm.conf keys.")
+    topology: Topology = Field(default_factory=Topology, description="Topology generation.")
+    munge: Munge = Field(default_factory=Munge, description="munge key.")
+    jwt: KeySecret = Field(default_factory=KeySecret, description="JWT signing key.")
+    syncer: Syncer = Field(default_factory=Syncer, description="Slurm ↔ Kubernetes syncer.")
+    scheduler: Scheduler = Field(default_factory=Scheduler, description="SUNK Pod Scheduler.")
+    nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")
+    prologScripts: dict[str, str] = Field(
+        default_factory=dict, description="Scripts run in order from prolog.d (name → script)."
+    )
+    epilogScripts: dict[str, str] = Field(
+        default_factory=dict, description="Scripts run in order from epilog.d (name → script)."
+    )
+    extraObjects: list[dict[str, Any]] = open_object(
+        "Extra Kubernetes objects rendered with the release.", default_factory=list
+    )
+
+
+# --------------------------------------------------------------------------- sunk chart
+
+
+class MetricsScrape(Strict):
+    enabled: bool = Field(default=False, description="Render the scrape object.")
+    interval: str = Field(default="30s", description="Scrape interval.")
+
+
+class Operator(Strict):
+    image: Image = Field(default_factory=lambda: image("operator"), description="Operator image.")
+    replicas: int = Field(default=2, ge=1, description="Replicas; one leads (leader election).")
+    logLevel: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Log level."
+    )
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "250m", "memory": "256Mi"}, limits={"memory": "1Gi"}
+        ),
+        description="Operator resources.",
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [LOCK_TOLERATION], description="Operator tolerations."
+    )
+    affinity: dict[str, Any] | None = open_object("Operator affinity (raw).", default=None)
+    nodeSelector: dict[str, str] = Field(default_factory=dict, description="Node selector.")
+    priorityClassName: str | None = Field(default=None, description="PriorityClass.")
+    watchNamespaces: list[str] = Field(
+        default_factory=list, description="Namespaces to watch (empty: all)."
+    )
+    metricsPort: int = Field(default=8080, ge=1, le=65535, description="Metrics port.")
+    healthPort: int = Field(default=8081, ge=1, le=65535, description="Health probe port.")
+    podMonitor: MetricsScrape = Field(
+        default_factory=MetricsScrape, description="Prometheus Operator PodMonitor."
+    )
+    vmPodScrape: MetricsScrape = Field(
+        default_factory=MetricsScrape, description="VictoriaMetrics VMPodScrape."
+    )
+
+
+class Crds(Strict):
+    enabled: bool = Field(default=True, description="Install/upgrade the CRDs (kept on uninstall).")
+
+
+class DevicePlugin(Strict):
+    enabled: bool = Field(default=False, description="Deploy the NVIDIA device plugin DaemonSet.")
+    image: Image = Field(
+        default_factory=lambda: Image(repository="nvcr.io/nvidia/k8s-device-plugin", tag="v0.17.1"),
+        description="Device plugin image.",
+    )
+    nodeSelector: dict[str, str] = Field(
+        default_factory=lambda: {"nvidia.com/gpu.present": "true"},
+        description="Nodes that get the plugin.",
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [
+            Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
+            LOCK_TOLERATION,
+        ],
+        description="Device plugin tolerations.",
+    )
+
+
+class MocoSwitch(Strict):
+    enabled: bool = Field(
+        default=False, description="Let the operator manage MOCO MySQLCluster objects."
+    )
+
+
+class SunkValues(Strict):
+    """Values of the `sunk` chart: the operator and cluster-wide pieces."""
+
+    nameOverride: str | None = Field(default=None, description="Override the chart name.")
+    fullnameOverride: str | None = Field(default=None, description="Override the full name.")
+    global_: Global = Field(default_factory=Global, alias="global", description="Chart-wide.")
+    imagePullSecrets: list[dict[str, str]] = Field(
+        default_factory=list, description="Pull secrets."
+    )
+    crds: Crds = Field(default_factory=Crds, description="CustomResourceDefinitions.")
+    operator: Operator = Field(default_factory=Operator, description="The SUNK operator.")
+    nvidia_device_plugin: DevicePlugin = Field(
+        default_factory=DevicePlugin,
+        alias="nvidia-device-plugin",
+        description="NVIDIA device plugin (off: most providers ship one).",
+    )
+    moco: MocoSwitch = Field(default_factory=MocoSwitch, description="MOCO integration.")

@@ -1,0 +1,1 @@
+"""Schemas generated from the typed models: values.schema.json (draft-07) and CRD schemas."""
