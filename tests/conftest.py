@@ -10,6 +10,17 @@ import pytest
 from sunk.devenv.paths import tool_path
 
 REPO = Path(__file__).resolve().parent.parent
+# Each test directory is one tier; its tests carry the tier's marker.
+TIERS = ("unit", "chart", "slurm", "cluster", "e2e", "argocd")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        tier = parts[0] if len(parts) > 1 else "unit"
+        marker = "unit" if tier == "argocd" else tier
+        if marker in TIERS:
+            item.add_marker(getattr(pytest.mark, marker))
 
 
 @pytest.fixture(scope="session")

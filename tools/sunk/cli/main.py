@@ -9,6 +9,8 @@ from __future__ import annotations
 import typer
 
 from sunk import __version__
+from sunk.cli.demo_cmd import demo
+from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
 
 EPILOG = "Exit codes: 0 clean, 1 findings, 2 usage error, 3 tool or environment failure."
@@ -39,6 +41,8 @@ def main(
 
 
 app.command()(schema)
+app.command()(render)
+app.command()(demo)
 
 
 def run() -> None:

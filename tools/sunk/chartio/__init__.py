@@ -1,0 +1,1 @@
+"""Running the real helm on our charts and reading what it renders."""

@@ -1,0 +1,75 @@
+"""What the renderer needs to know, and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
+
+# Paths inside our images (see images/); tests running Debian's daemons use the same ones.
+ETC = "/etc/slurm"
+JWT_KEY = "/etc/slurm/jwt/jwt.key"
+STATE_DIR = "/var/spool/slurmctld"
+SLURMD_SPOOL = "/var/spool/slurmd/%n"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the daemons are reachable. The operator derives them from Service names; tests
+    pass the addresses of the hosts they created."""
+
+    controller_host: str
+    controller_addr: str
+    dbd_host: str
+    dbd_addr: str
+    dbd_port: int = 6819
+    storage_host: str = "localhost"
+    storage_port: int = 3306
+
+    @classmethod
+    def for_cluster(cls, spec: SlurmClusterSpec, namespace: str) -> Endpoints:
+        """The Service names the operator creates for a SlurmCluster in ``namespace``."""
+        name = spec.clusterName
+        svc = f"{namespace}.svc.cluster.local"
+        acct = spec.accounting
+        if acct.database.type == "external" or acct.external.enabled:
+            storage_host, storage_port = acct.external.host or "", acct.external.port
+        elif acct.database.type == "moco":
+            storage_host, storage_port = f"moco-{name}-accounting-primary.{svc}", 3306
+        else:
+            storage_host, storage_port = f"{name}-mariadb.{svc}", 3306
+        return cls(
+            controller_host=f"{name}-controller-0",
+            controller_addr=f"{name}-controller.{svc}",
+            dbd_host=f"{name}-accounting",
+            dbd_addr=f"{name}-accounting.{svc}",
+            storage_host=storage_host,
+            storage_port=storage_port,
+        )
+
+
+@dataclass(frozen=True)
+class NodeSetInput:
+    name: str
+    spec: NodeSetSpec
+
+    @property
+    def prefix(self) -> str:
+        return self.spec.podNamePrefix or self.name
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A Slurm node (pod) and the labels of the Kubernetes Node hosting it (for topology)."""
+
+    slurm_node: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ClusterInputs:
+    cluster: SlurmClusterSpec
+    nodesets: tuple[NodeSetInput, ...]
+    endpoints: Endpoints
+    placements: tuple[Placement, ...] = field(default_factory=tuple)
+    db_password: str | None = None  # slurmdbd.conf StoragePass; only the operator knows it

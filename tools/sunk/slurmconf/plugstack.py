@@ -1,0 +1,17 @@
+"""plugstack.conf: Pyxis when enabled, plus a drop-in directory for site plugins."""
+
+from __future__ import annotations
+
+from sunk.models.values import Pyxis
+from sunk.slurmconf.format import BANNER
+
+PYXIS_SO = "/usr/local/lib/slurm/spank_pyxis.so"
+
+
+def render_plugstack_conf(pyxis: Pyxis) -> str:
+    out = [BANNER.rstrip("\n")]
+    if pyxis.enabled:
+        options = [*pyxis.plugstackOptions]
+        out.append(" ".join(["required", PYXIS_SO, *options]))
+    out.append("include /etc/slurm/plugstack.conf.d/*.conf")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,82 @@
+"""Every file Slurm needs, from one set of inputs, plus a content hash for pods."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from sunk.slurmconf.cgroup import render_cgroup_conf
+from sunk.slurmconf.gres import render_gres_conf
+from sunk.slurmconf.inputs import ClusterInputs
+from sunk.slurmconf.memory import SizingError
+from sunk.slurmconf.plugstack import render_plugstack_conf
+from sunk.slurmconf.registration import registration
+from sunk.slurmconf.scripts import dispatcher
+from sunk.slurmconf.slurm_conf import render_slurm_conf
+from sunk.slurmconf.slurmdbd import render_slurmdbd_conf
+from sunk.slurmconf.topology import render_topology_conf
+
+# Files a change of which needs no pod restart (`scontrol reconfigure` picks them up).
+HOT_RELOAD = frozenset({"topology.conf"})
+
+
+class RenderError(ValueError):
+    """The inputs describe a cluster Slurm cannot run; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    files: dict[str, str]  # /etc/slurm file name → content (slurmdbd.conf is secret)
+    registrations: dict[str, str]  # NodeSet name → slurmd --conf string (without dynamic features)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of everything but hot-reloadable files: put it on pods so they roll on change."""
+        digest = hashlib.sha256()
+        for name in sorted(self.files):
+            if name in HOT_RELOAD:
+                continue
+            digest.update(name.encode() + b"\0" + self.files[name].encode() + b"\0")
+        return digest.hexdigest()[:16]
+
+
+def topology_plugin(inputs: ClusterInputs) -> str:
+    extra = inputs.cluster.slurmConfig.extraConfig
+    user = (inputs.cluster.slurmConfig.model_extra or {}).get("TopologyPlugin")
+    if user:
+        return str(user)
+    if "topology/block" in extra:
+        return "topology/block"
+    return "topology/tree"
+
+
+def render_all(inputs: ClusterInputs) -> Rendered:
+    warnings: list[str] = []
+    spec = inputs.cluster
+    nodesets = tuple(sorted(inputs.nodesets, key=lambda ns: ns.name))
+    inputs = ClusterInputs(spec, nodesets, inputs.endpoints, inputs.placements, inputs.db_password)
+    try:
+        files = {
+            "slurm.conf": render_slurm_conf(inputs, warnings),
+            "cgroup.conf": render_cgroup_conf(dict(spec.slurmConfig.cgroupConfig)),
+            "gres.conf": render_gres_conf(nodesets),
+            "plugstack.conf": render_plugstack_conf(spec.compute.pyxis),
+        }
+        if spec.compute.generateTopology:
+            files["topology.conf"] = render_topology_conf(
+                inputs.placements,
+                spec.topology.treeLabels,
+                spec.topology.blockLabel,
+                topology_plugin(inputs),
+            )
+        if spec.accounting.enabled:
+            files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
+        if spec.scripts.prolog:
+            files["prolog.sh"] = dispatcher("prolog")
+        if spec.scripts.epilog:
+            files["epilog.sh"] = dispatcher("epilog")
+        registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
+    except SizingError as exc:
+        raise RenderError(str(exc)) from exc
+    return Rendered(files, registrations, warnings)

@@ -1,0 +1,199 @@
+"""slurm.conf for a configless cluster of dynamic nodes."""
+
+from __future__ import annotations
+
+from sunk.slurmconf.format import (
+    BANNER,
+    LIST_KEYS,
+    key_lines,
+    line,
+    merge_list,
+    split_list,
+)
+from sunk.slurmconf.gres import gres_types
+from sunk.slurmconf.inputs import (
+    JWT_KEY,
+    SLURMD_SPOOL,
+    STATE_DIR,
+    ClusterInputs,
+    NodeSetInput,
+)
+from sunk.slurmconf.memory import def_mem_per_cpu
+
+# Keys the operator derives from the cluster's shape; a user value would break it.
+OWNED_KEYS = frozenset(
+    {
+        "ClusterName",
+        "SlurmctldHost",
+        "ControlMachine",
+        "SlurmUser",
+        "AuthType",
+        "CredType",
+        "AuthAltTypes",
+        "AuthAltParameters",
+        "StateSaveLocation",
+        "SlurmdSpoolDir",
+        "SlurmctldPort",
+        "SlurmdPort",
+        "AccountingStorageType",
+        "AccountingStorageHost",
+        "AccountingStoragePort",
+        "MaxNodeCount",
+        "NodeName",
+        "NodeSet",
+        "PartitionName",
+        "Prolog",
+        "Epilog",
+        "ProctrackType",
+    }
+)
+# Keys of the passthrough map that are not slurm.conf keys.
+NOT_SLURM_KEYS = frozenset({"extraConfig", "cgroupConfig"})
+MAX_NODES_FLOOR = 1024
+DEFAULT_DEF_MEM_PER_CPU = 4096
+
+
+def base_settings(inputs: ClusterInputs) -> dict[str, object]:
+    spec, ep = inputs.cluster, inputs.endpoints
+    settings: dict[str, object] = {
+        "ClusterName": spec.clusterName,
+        "SlurmctldHost": f"{ep.controller_host}({ep.controller_addr})",
+        "SlurmUser": "slurm",
+        "SlurmdUser": "root",
+        "AuthType": "auth/munge",
+        "CredType": "cred/munge",
+        "AuthAltTypes": "auth/jwt",
+        "AuthAltParameters": f"jwt_key={JWT_KEY}",
+        "SlurmctldPort": 6817,
+        "SlurmdPort": 6818,
+        "StateSaveLocation": STATE_DIR,
+        "SlurmdSpoolDir": SLURMD_SPOOL,
+        "SlurmctldPidFile": "/run/slurm/slurmctld.pid",
+        "SlurmdPidFile": "/run/slurm/slurmd-%n.pid",
+        "SlurmctldParameters": ["enable_configless"],
+        "ReturnToService": 2,
+        "MaxNodeCount": max_node_count(inputs.nodesets),
+        "TreeWidth": 65533,
+        "SelectType": "select/cons_tres",
+        "SelectTypeParameters": ["CR_Core_Memory"],
+        "ProctrackType": "proctrack/cgroup",
+        "TaskPlugin": ["task/cgroup", "task/affinity"],
+        "JobAcctGatherType": "jobacct_gather/cgroup",
+        "SchedulerType": "sched/backfill",
+        "DefMemPerCPU": DEFAULT_DEF_MEM_PER_CPU,
+        "SlurmdTimeout": 300,
+        "InactiveLimit": 0,
+        "KillWait": spec.scheduler.killWait,
+        "MinJobAge": 300,
+        "Waittime": 0,
+    }
+    types = gres_types(inputs.nodesets)
+    if types:
+        settings["GresTypes"] = types
+    if spec.compute.generateTopology:
+        settings["TopologyPlugin"] = "topology/tree"
+    if spec.accounting.enabled:
+        settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
+        settings["AccountingStorageHost"] = ep.dbd_addr
+        settings["AccountingStoragePort"] = ep.dbd_port
+    if spec.scripts.prolog:
+        settings["Prolog"] = "/etc/slurm/prolog.sh"
+        settings["PrologFlags"] = ["Alloc"]
+    if spec.scripts.epilog:
+        settings["Epilog"] = "/etc/slurm/epilog.sh"
+    if spec.compute.pyxis.enabled:
+        settings["PlugStackConfig"] = "/etc/slurm/plugstack.conf"
+    return settings
+
+
+def max_node_count(nodesets: tuple[NodeSetInput, ...]) -> int:
+    """Room for every dynamic node the NodeSets may create."""
+    wanted = sum(ns.spec.replicas or 0 for ns in nodesets)
+    return max(MAX_NODES_FLOOR, wanted)
+
+
+def apply_user_settings(
+    settings: dict[str, object], user: dict[str, object], warnings: list[str]
+) -> dict[str, object]:
+    """The user's slurmConfig over ours: list keys merge, owned keys are refused."""
+    merged = dict(settings)
+    for key in sorted(user):
+        if key in NOT_SLURM_KEYS:
+            continue
+        value = user[key]
+        if key in OWNED_KEYS:
+            warnings.append(f"slurmConfig.{key}: managed by the operator; the value is ignored")
+            continue
+        if key in LIST_KEYS and key in merged:
+            merged[key] = merge_list(split_list(merged[key]), split_list(value))
+        else:
+            merged[key] = value
+    return merged
+
+
+def nodeset_lines(inputs: ClusterInputs, default_partition: str | None) -> list[str]:
+    lines = []
+    reserved = inputs.cluster.compute.reservedMemory
+    for ns in inputs.nodesets:
+        lines.append(line({"NodeSet": ns.name, "Feature": ns.name}))
+    for ns in inputs.nodesets:
+        config: dict[str, object] = {
+            "PartitionName": ns.name,
+            "Nodes": ns.name,
+            "Default": "YES" if ns.name == default_partition else None,
+            "DefMemPerCPU": def_mem_per_cpu(ns, reserved),
+            "State": "UP",
+        }
+        config.update(ns.spec.partitionConfig)
+        lines.append(line(config))
+    return lines
+
+
+def partition_lines(inputs: ClusterInputs) -> list[str]:
+    by_name = {ns.name: ns for ns in inputs.nodesets}
+    reserved = inputs.cluster.compute.reservedMemory
+    lines = []
+    for part in inputs.cluster.compute.partitions:
+        members = [by_name[n] for n in part.nodeSets if n in by_name]
+        if "ALL" in part.nodeSets:
+            members, nodes = list(by_name.values()), "ALL"
+        else:
+            nodes = ",".join(part.nodeSets)
+        mems = [m for m in (def_mem_per_cpu(ns, reserved) for ns in members) if m]
+        config: dict[str, object] = {
+            "PartitionName": part.name,
+            "Nodes": nodes,
+            "Default": "YES" if part.default else None,
+            "DefMemPerCPU": min(mems) if mems else None,
+            "State": "UP",
+        }
+        config.update(part.config)
+        lines.append(line(config))
+    return lines
+
+
+def default_partition(inputs: ClusterInputs) -> str | None:
+    """The group partition that is Default=YES when no declared partition is the default."""
+    declared = inputs.cluster.compute.partitions
+    if any(p.default for p in declared) or "Default=YES" in inputs.cluster.compute.rawPartitions:
+        return None
+    names = [ns.name for ns in inputs.nodesets]
+    return names[0] if names else None
+
+
+def render_slurm_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
+    spec = inputs.cluster
+    user = dict(spec.slurmConfig.model_extra or {})
+    settings = apply_user_settings(base_settings(inputs), user, warnings)
+    out = [BANNER.rstrip("\n"), "", "# --- cluster"]
+    out += key_lines(settings)
+    out += ["", "# --- node groups (dynamic nodes join through their feature)"]
+    out += nodeset_lines(inputs, default_partition(inputs))
+    declared = partition_lines(inputs)
+    if declared:
+        out += ["", "# --- declared partitions", *declared]
+    if spec.compute.rawPartitions.strip():
+        out += ["", "# --- compute.partitions (raw)", spec.compute.rawPartitions.strip()]
+    if spec.slurmConfig.extraConfig.strip():
+        out += ["", "# --- slurmConfig.extraConfig", spec.slurmConfig.extraConfig.strip()]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,74 @@
+"""slurmdbd.conf. It carries the database password, so the operator stores it in a Secret."""
+
+from __future__ import annotations
+
+from sunk.slurmconf.format import BANNER, key_lines
+from sunk.slurmconf.inputs import JWT_KEY, ClusterInputs
+
+# SUNK's documented slurmdbd defaults.
+DEFAULTS: dict[str, object] = {
+    "ArchiveEvents": "yes",
+    "ArchiveJobs": "yes",
+    "ArchiveResvs": "yes",
+    "ArchiveSteps": "no",
+    "ArchiveSuspend": "no",
+    "ArchiveTXN": "no",
+    "ArchiveUsage": "no",
+    "PurgeEventAfter": "1month",
+    "PurgeJobAfter": "12month",
+    "PurgeResvAfter": "1month",
+    "PurgeStepAfter": "1month",
+    "PurgeSuspendAfter": "1month",
+    "PurgeTXNAfter": "12month",
+    "PurgeUsageAfter": "24month",
+    "DebugLevel": "verbose",
+}
+OWNED = frozenset(
+    {
+        "AuthType",
+        "AuthAltTypes",
+        "AuthAltParameters",
+        "DbdHost",
+        "DbdPort",
+        "SlurmUser",
+        "StorageType",
+        "StorageHost",
+        "StoragePort",
+        "StorageUser",
+        "StoragePass",
+        "StorageLoc",
+        "PidFile",
+    }
+)
+
+
+def render_slurmdbd_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
+    acct, ep = inputs.cluster.accounting, inputs.endpoints
+    external = acct.database.type == "external" or acct.external.enabled
+    user = "slurm"
+    if external:
+        user = acct.external.user
+    settings: dict[str, object] = {
+        "AuthType": "auth/munge",
+        "AuthAltTypes": "auth/jwt",
+        "AuthAltParameters": f"jwt_key={JWT_KEY}",
+        "DbdHost": ep.dbd_host,
+        "DbdPort": ep.dbd_port,
+        "SlurmUser": "slurm",
+        "PidFile": "/run/slurmdbd/slurmdbd.pid",
+        "StorageType": "accounting_storage/mysql",
+        "StorageHost": ep.storage_host,
+        "StoragePort": ep.storage_port,
+        "StorageUser": user,
+        "StorageLoc": acct.database.name,
+        **DEFAULTS,
+    }
+    for key in sorted(acct.config):
+        if key in OWNED:
+            warnings.append(f"accounting.config.{key}: managed by the operator; ignored")
+            continue
+        settings[key] = acct.config[key]
+    out = BANNER + "\n".join(key_lines(settings)) + "\n"
+    if inputs.db_password is None:
+        return out + "# StoragePass is added by the operator from the database Secret.\n"
+    return out + f"StoragePass={inputs.db_password}\n"
