@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from sunk import __version__
+from sunk.cli.argocd_cmd import argocd_app
 
 EPILOG = "Exit codes: 0 clean, 1 findings, 2 usage error, 3 tool or environment failure."
 
@@ -20,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.add_typer(argocd_app, name="argocd")
 
 
 def _version(value: bool) -> None:
