@@ -178,3 +178,29 @@ def test_help_lists_exit_codes() -> None:
     result = CliRunner().invoke(app, ["argocd", "gen", "--help"])
     assert result.exit_code == 0
     assert "Exit codes" in result.output and "--extra-app" in result.output
+
+
+def test_output_passes_the_repos_yamllint_rules(fake_repo: Path, repo: Path) -> None:
+    from yamllint import config, linter
+
+    assert gen(fake_repo, "--style", "appset").exit_code == 0
+    assert gen(fake_repo).exit_code == 0
+    conf = config.YamlLintConfig(file=str(repo / ".yamllint.yaml"))
+    for path in sorted((fake_repo / "argocd").rglob("*.yaml")):
+        problems = list(linter.run(path.read_text(), conf, str(path)))
+        assert problems == [], (path, [str(p) for p in problems])
+
+
+def test_repo_root_defaults_to_the_git_checkout(
+    fake_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fake_repo / ".git").mkdir()
+    (fake_repo / "examples" / "sub").mkdir()
+    monkeypatch.chdir(fake_repo / "examples" / "sub")
+    argv = ["argocd", "gen", "--repo", REPO_URL, "--revision", SHA, "--cluster", "prod"]
+    result = CliRunner().invoke(app, [*argv, "-f", "../slurm-a.yaml", "--out", "../../argocd"])
+    assert result.exit_code == 0, result.output
+    root = yaml.safe_load((fake_repo / "argocd" / "root.yaml").read_text())
+    assert root["spec"]["source"]["path"] == "argocd/apps"
+    child = yaml.safe_load((fake_repo / "argocd" / "apps" / "slurm-slurm-a.yaml").read_text())
+    assert child["spec"]["source"]["helm"]["valueFiles"] == ["../../examples/slurm-a.yaml"]

@@ -78,8 +78,13 @@ def gen(
         typer.Option("--style", help="One Application per Slurm cluster, or an ApplicationSet."),
     ] = Style.app_of_apps,
     repo_root: Annotated[
-        Path, typer.Option("--repo-root", help="Repository root that paths are relative to.")
-    ] = Path("."),
+        Path | None,
+        typer.Option(
+            "--repo-root",
+            help="Repository root that paths in the manifests are relative to "
+            "[default: the enclosing Git checkout, else the current directory].",
+        ),
+    ] = None,
     release_name: Annotated[
         list[str] | None,
         typer.Option("--release-name", help="KEY=NAME: rename the release derived as KEY."),
@@ -178,7 +183,7 @@ def gen(
             values=values or [],
             out=out,
             style=style,
-            repo_root=repo_root,
+            repo_root=repo_root if repo_root is not None else _default_repo_root(),
             release_name=release_name or [],
             slurm_namespace=slurm_namespace or [],
             extra_app=extra_app or [],
@@ -325,6 +330,14 @@ def _spec(
         cascade_delete=cascade_delete,
     )
     return gen_spec, out_path
+
+
+def _default_repo_root() -> Path:
+    cwd = Path.cwd()
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".git").exists():
+            return folder
+    return cwd
 
 
 def _existing(path: Path, flag: str) -> Path:
