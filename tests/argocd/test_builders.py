@@ -11,7 +11,7 @@ import yaml
 
 from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, build, schema, writer
 from sunk.argocd.builders import WAVES, argocd_cm_patch, parent_app
-from sunk.argocd.health import HEALTH_CHECKS, load_script
+from sunk.argocd.healthchecks import HEALTH_CHECKS, load_script
 from sunk.argocd.spec import parse_extra_apps, resolve_releases
 from sunk.argocd.versions import CERT_MANAGER, MOCO
 

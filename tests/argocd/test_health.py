@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sunk.argocd import health
+from sunk.argocd import healthchecks as health
 
 pytestmark = pytest.mark.unit
 

@@ -4,13 +4,13 @@ Pure builders return plain dicts; :mod:`.writer` turns a :class:`~.builders.Bund
 with a stable key order. Nothing here prints: the CLI reports.
 
 Modules:
-  errors    the one exception type, carrying the CLI exit code
-  versions  pinned upstream charts (cert-manager, MOCO)
-  spec      the generation inputs and their validation (values files, names, URLs)
-  builders  Application / ApplicationSet / argocd-cm builders
-  health    the Lua health checks shipped for ``argocd-cm``
-  schema    validation against the hand-written Argo CD schemas in ``schemas/``
-  writer    deterministic YAML output, stale-file pruning and ``--check``
+  errors        the one exception type, carrying the CLI exit code
+  versions      pinned upstream charts (cert-manager, MOCO)
+  spec          the generation inputs and their validation (values files, names, URLs)
+  builders      Application / ApplicationSet / argocd-cm builders
+  healthchecks  the Lua health checks (health/*.lua) shipped for ``argocd-cm``
+  schema        validation against the hand-written Argo CD schemas in ``schemas/``
+  writer        deterministic YAML output, stale-file pruning and ``--check``
 """
 
 from sunk.argocd.builders import Bundle, build

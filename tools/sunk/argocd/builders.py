@@ -17,7 +17,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from sunk.argocd import health, schema
+from sunk.argocd import healthchecks as health
+from sunk.argocd import schema
 from sunk.argocd.errors import EXIT_FINDINGS, ArgoCDGenError
 from sunk.argocd.spec import MAX_APP_NAME, GenSpec, SlurmRelease, revision_is_pinned
 from sunk.argocd.versions import UpstreamChart
