@@ -152,6 +152,9 @@ def test_git_generator(fake_repo: Path) -> None:
         (None, ("--style", "fleet"), (), 2, "fleet"),
         (None, ("--git-values-glob", "x/*.yaml"), (), 2, "--git-values-glob needs --style"),
         (None, ("--out", "/"), (), 2, "--out: / is outside the repository root"),
+        (None, ("--sunk-values", "/nonexistent/sunk.yaml"), (), 2, "--sunk-values"),
+        (None, ("--destination-server", "kubernetes"), (), 2, "--destination-server"),
+        (None, ("--moco-version", ""), (), 2, "--moco-version"),
     ],
 )
 def test_bad_input_is_one_clean_line(
@@ -204,3 +207,19 @@ def test_repo_root_defaults_to_the_git_checkout(
     assert root["spec"]["source"]["path"] == "argocd/apps"
     child = yaml.safe_load((fake_repo / "argocd" / "apps" / "slurm-slurm-a.yaml").read_text())
     assert child["spec"]["source"]["helm"]["valueFiles"] == ["../../examples/slurm-a.yaml"]
+
+
+def test_sunk_values_and_files_outside_the_repo(fake_repo: Path, tmp_path: Path) -> None:
+    (fake_repo / "sunk-values.yaml").write_text("replicas: 2\n")
+    result = gen(fake_repo, "--sunk-values", str(fake_repo / "sunk-values.yaml"))
+    assert result.exit_code == 0, result.output
+    sunk = yaml.safe_load((fake_repo / "argocd/apps/sunk.yaml").read_text())
+    assert sunk["spec"]["source"]["helm"]["valueFiles"] == ["../../sunk-values.yaml"]
+
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("clusterName: far\n")
+    argv = ["argocd", "gen", "--repo", REPO_URL, "--revision", SHA, "--cluster", "prod"]
+    argv += ["--repo-root", str(fake_repo), "-f", str(outside), "--out", str(fake_repo / "o")]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2
+    assert "elsewhere.yaml is outside the repository root" in result.stderr

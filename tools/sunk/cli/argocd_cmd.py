@@ -82,7 +82,7 @@ def gen(
         typer.Option(
             "--repo-root",
             help="Repository root that paths in the manifests are relative to "
-            "[default: the enclosing Git checkout, else the current directory].",
+            "(default: the enclosing Git checkout, else the current directory).",
         ),
     ] = None,
     release_name: Annotated[
@@ -97,7 +97,7 @@ def gen(
         list[str] | None,
         typer.Option(
             "--extra-app",
-            help="NAME=DIR[@NAMESPACE]: a supporting Application over a directory of plain "
+            help="NAME=DIR\\[@NAMESPACE]: a supporting Application over a directory of plain "
             "manifests (storage claims, prolog/epilog scripts).",
         ),
     ] = None,
