@@ -130,6 +130,7 @@ def test_git_generator(fake_repo: Path) -> None:
     ("setup", "args", "values", "code", "needle"),
     [
         (None, (), ("missing.yaml",), 2, "missing.yaml does not exist"),
+        (None, (), (".",), 2, "is not a file"),
         ("bad.yaml:clusterName: [oops\n", (), ("bad.yaml",), 1, "bad.yaml:2:1: invalid YAML"),
         ("list.yaml:- a\n- b\n", (), ("list.yaml",), 1, "must be a YAML mapping"),
         (

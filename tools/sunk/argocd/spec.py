@@ -150,7 +150,8 @@ def relative_to_chart(repo_path: str, chart_path: str) -> str:
 
 def load_values(path: Path, flag: str = "-f/--values") -> Mapping[str, object]:
     if not path.is_file():
-        raise ArgoCDGenError(f"{flag}: values file {path} does not exist")
+        problem = "is not a file" if path.exists() else "does not exist"
+        raise ArgoCDGenError(f"{flag}: values file {path} {problem}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
