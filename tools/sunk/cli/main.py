@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from sunk import __version__
+from sunk.cli.argocd_cmd import argocd_app
 from sunk.cli.demo_cmd import demo
 from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
@@ -23,6 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.add_typer(argocd_app, name="argocd")
 
 
 def _version(value: bool) -> None:
