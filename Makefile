@@ -23,7 +23,9 @@ $(VENV)/.installed: pyproject.toml tools/constraints.txt
 setup: $(VENV)/.installed
 	$(PY) -m sunk.devenv.toolchain install $(TOOLCHAIN)
 
-demo: setup
+# The demo needs only helm, not the test runtimes.
+demo: $(VENV)/.installed
+	$(PY) -m sunk.devenv.toolchain install helm
 	$(VENV)/bin/sunkctl demo
 
 lint: setup
