@@ -1,0 +1,185 @@
+"""NodeSet feasibility, naming and planning, on plain Node and Pod dictionaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from sunk.models.crds import NodeSetSpec
+from sunk.operator import names
+from sunk.operator.nodeset.feasibility import evaluate
+from sunk.operator.nodeset.naming import pod_name
+from sunk.operator.nodeset.plan import budget, plan
+from sunk.operator.nodeset.pod import PodContext, template_hash
+from sunk.slurmconf.inputs import NodeSetInput
+
+CTX = PodContext(
+    namespace="ns",
+    cluster="c",
+    controller_addr="c-controller.ns.svc",
+    reserved_memory="1Gi",
+    munge_secret="c-munge",
+    controller_image="ctl:1",
+    config_map="c-slurm-config",
+)
+OWNER = {"metadata": {"name": "gpu", "uid": "u-1"}}
+
+
+def node(name, ip, labels=None, taints=None, cpu="8", memory="32Gi", gpus=None):
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    if gpus is not None:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": allocatable,
+            "addresses": [{"type": "InternalIP", "address": ip}],
+        },
+    }
+
+
+def nodeset(replicas=None, affinity=None, tolerations=None, requests=None, **extra):
+    spec = {
+        "containers": [
+            {
+                "name": "slurmd",
+                "image": "slurmd:1",
+                "resources": {
+                    "requests": requests or {"cpu": "2", "memory": "4Gi"},
+                    "limits": {"memory": "8Gi"},
+                },
+            }
+        ]
+    }
+    if affinity:
+        spec["affinity"] = affinity
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return NodeSetInput(
+        "gpu", NodeSetSpec(clusterName="c", replicas=replicas, template={"spec": spec}, **extra)
+    )
+
+
+def required(key, *values):
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
+                ]
+            }
+        }
+    }
+
+
+def test_pod_name_from_internal_ip():
+    assert pod_name("h100", "10.174.12.2") == "h100-012-002"
+    with pytest.raises(ValueError):
+        pod_name("x", "fe80::1")
+
+
+def test_required_affinity_taints_and_resources():
+    ns = nodeset(affinity=required("pool", "gpu"))
+    spec = ns.spec.template.spec
+    assert evaluate(spec, node("a", "10.0.0.1", {"pool": "gpu"})).feasible
+    assert (
+        evaluate(spec, node("b", "10.0.0.2", {"pool": "cpu"})).reason
+        == "required node affinity does not match"
+    )
+    tainted = node(
+        "c",
+        "10.0.0.3",
+        {"pool": "gpu"},
+        taints=[{"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}],
+    )
+    assert "untolerated taint nvidia.com/gpu" in evaluate(spec, tainted).reason
+    # PreferNoSchedule does not make a Node infeasible.
+    soft = node(
+        "d", "10.0.0.4", {"pool": "gpu"}, taints=[{"key": "x", "effect": "PreferNoSchedule"}]
+    )
+    assert evaluate(spec, soft).feasible
+    small = node("e", "10.0.0.5", {"pool": "gpu"}, memory="3Gi")
+    assert "insufficient resources (memory" in evaluate(spec, small).reason
+    # Through the planner the munge sidecar's requests count too: 4Gi is not enough.
+    exact = node("f", "10.0.0.6", {"pool": "gpu"}, memory="4Gi")
+    assert "insufficient resources (memory" in plan(ns, OWNER, CTX, [exact], []).infeasible["f"]
+
+
+def test_one_pod_per_feasible_node_named_and_pinned():
+    nodes = [node(f"n{i}", f"10.1.{i}.{i + 1}") for i in range(3)]
+    result = plan(nodeset(), OWNER, CTX, nodes, [])
+    assert [p["metadata"]["name"] for p in result.create] == [
+        "gpu-000-001",
+        "gpu-001-002",
+        "gpu-002-003",
+    ]
+    pod = result.create[0]
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]}
+    ]
+    assert names.LOCK_TOLERATION in pod["spec"]["tolerations"]
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["slurmd", "munge"]
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["SUNK_SLURMD_CONF"] == "Features=gpu CPUs=2 RealMemory=7168"
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert result.claim == ["n0", "n1", "n2"]
+    assert result.status["desiredNumberScheduled"] == 3
+    assert result.status["numberFeasible"] == 3
+
+
+def test_replicas_limit_and_scale_down_prefers_not_ready_then_newest():
+    nodes = [
+        node(f"n{i}", f"10.1.0.{i}", {names.LABEL_NODESET: "gpu", names.LABEL_NAMESPACE: "ns"})
+        for i in range(4)
+    ]
+    first = plan(nodeset(replicas=4), OWNER, CTX, nodes, [])
+    pods = first.create
+    for index, pod in enumerate(pods):
+        pod["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:0{index}Z"
+        pod["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    pods[0]["status"] = {"conditions": [{"type": "Ready", "status": "False"}]}
+    result = plan(nodeset(replicas=2), OWNER, CTX, nodes, pods)
+    assert result.create == []
+    # Placement is kept stable (n0, n1 chosen), so the surplus is n2 and n3; newest first.
+    assert result.delete == [("gpu-000-003", "scaled down"), ("gpu-000-002", "scaled down")]
+    assert sorted(result.release) == ["n2", "n3"]
+    assert result.status["desiredNumberScheduled"] == 2
+
+
+def test_node_owned_by_another_nodeset_is_a_conflict():
+    taken = node("n0", "10.1.0.1", {names.LABEL_NODESET: "other", names.LABEL_NAMESPACE: "ns"})
+    result = plan(nodeset(), OWNER, CTX, [taken, node("n1", "10.1.0.2")], [])
+    assert result.conflicts == {"n0": "used by NodeSet ns/other"}
+    assert [p["spec"]["hostname"] for p in result.create] == ["gpu-000-002"]
+
+
+def test_colliding_pod_names_are_reported():
+    result = plan(nodeset(), OWNER, CTX, [node("a", "10.1.0.1"), node("b", "10.2.0.1")], [])
+    assert len(result.create) == 1
+    assert "already taken by Node a" in result.conflicts["b"]
+
+
+def test_infeasible_node_loses_its_pod():
+    ns = nodeset(affinity=required("pool", "gpu"))
+    good = node("n0", "10.1.0.1", {"pool": "gpu"})
+    pods = plan(ns, OWNER, CTX, [good], []).create
+    good["metadata"]["labels"]["pool"] = "cpu"
+    result = plan(ns, OWNER, CTX, [good], pods)
+    assert result.delete == [("gpu-000-001", "Node no longer feasible")]
+    assert result.status["numberMisscheduled"] == 1
+
+
+def test_template_change_rolls_within_max_unavailable():
+    nodes = [node(f"n{i}", f"10.1.0.{i}") for i in range(10)]
+    pods = plan(nodeset(), OWNER, CTX, nodes, []).create
+    for pod in pods:
+        pod["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    changed = nodeset(maxUnavailable="20%", features={"staticFeatures": ["new"]})
+    assert template_hash(changed) != template_hash(nodeset())
+    result = plan(changed, OWNER, CTX, nodes, pods)
+    assert len([d for d in result.delete if d[1] == "template changed"]) == 2
+    assert result.rolling
+    assert budget("10%", 3) == 1 and budget(5, 3) == 5

@@ -1,0 +1,66 @@
+"""Label, annotation and object names shared by the operator's builders (SUNK's contract)."""
+
+from __future__ import annotations
+
+GROUP = "sunk.coreweave.com"
+LABEL_NODESET = f"{GROUP}/nodeset"
+LABEL_NAMESPACE = f"{GROUP}/namespace"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_POD = f"{GROUP}/pod"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "sunk-operator"
+ANN_CONFIG_HASH = f"{GROUP}/config-hash"
+ANN_TEMPLATE_HASH = f"{GROUP}/template-hash"
+ANN_SPEC_HASH = f"{GROUP}/spec-hash"
+ANN_LOCK = f"{GROUP}/lock"
+LOCK_TAINT = f"{GROUP}/lock"
+LOCK_TOLERATION = {"key": LOCK_TAINT, "operator": "Exists", "effect": "NoExecute"}
+
+
+def controller(cluster: str) -> str:
+    return f"{cluster}-controller"
+
+
+def accounting(cluster: str) -> str:
+    return f"{cluster}-accounting"
+
+
+def mariadb(cluster: str) -> str:
+    return f"{cluster}-mariadb"
+
+
+def rest(cluster: str) -> str:
+    return f"{cluster}-rest"
+
+
+def login(cluster: str) -> str:
+    return f"{cluster}-login"
+
+
+def config_map(cluster: str) -> str:
+    return f"{cluster}-slurm-config"
+
+
+def topology_map(cluster: str) -> str:
+    return f"{cluster}-topology"
+
+
+def munge_secret(cluster: str) -> str:
+    return f"{cluster}-munge"
+
+
+def jwt_secret(cluster: str) -> str:
+    return f"{cluster}-jwt"
+
+
+def db_secret(cluster: str) -> str:
+    return f"{cluster}-db"
+
+
+def dbd_secret(cluster: str) -> str:
+    return f"{cluster}-slurmdbd-conf"
+
+
+def hostkeys_secret(cluster: str) -> str:
+    return f"{cluster}-login-hostkeys"

@@ -1,0 +1,1 @@
+"""NodeSet logic: which Nodes are feasible, how pods are named, what to create or delete."""

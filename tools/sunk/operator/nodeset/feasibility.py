@@ -1,0 +1,138 @@
+"""Which Kubernetes Nodes a NodeSet may use.
+
+As SUNK documents: only the *required* part of node affinity counts; the pod must tolerate
+every NoSchedule/NoExecute taint; its requests must fit the Node's allocatable resources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from sunk.models.quantity import QuantityError, parse_quantity
+
+
+@dataclass(frozen=True)
+class Verdict:
+    feasible: bool
+    reason: str = ""
+
+
+def _labels(node: dict[str, Any]) -> dict[str, str]:
+    return node.get("metadata", {}).get("labels") or {}
+
+
+def _expression_matches(expr: dict[str, Any], value: str | None) -> bool:
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            left, right = int(value), int(values[0])
+        except ValueError:
+            return False
+        return left > right if op == "Gt" else left < right
+    return False
+
+
+def _term_matches(term: dict[str, Any], node: dict[str, Any]) -> bool:
+    labels = _labels(node)
+    fields = {"metadata.name": node.get("metadata", {}).get("name")}
+    expressions = term.get("matchExpressions") or []
+    field_exprs = term.get("matchFields") or []
+    if not expressions and not field_exprs:
+        return False  # an empty term matches nothing (Kubernetes semantics)
+    return all(_expression_matches(e, labels.get(e.get("key"))) for e in expressions) and all(
+        _expression_matches(e, fields.get(e.get("key"))) for e in field_exprs
+    )
+
+
+def required_affinity_matches(pod_spec: dict[str, Any], node: dict[str, Any]) -> bool:
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(_term_matches(term, node) for term in terms)
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for tol in tolerations:
+        effect_ok = not tol.get("effect") or tol.get("effect") == taint.get("effect")
+        if not effect_ok:
+            continue
+        operator = tol.get("operator") or "Equal"
+        if operator == "Exists" and (not tol.get("key") or tol.get("key") == taint.get("key")):
+            return True
+        if (
+            operator == "Equal"
+            and tol.get("key") == taint.get("key")
+            and (tol.get("value") or "") == (taint.get("value") or "")
+        ):
+            return True
+    return False
+
+
+def untolerated_taint(pod_spec: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
+    tolerations = pod_spec.get("tolerations") or []
+    for taint in node.get("spec", {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not tolerates(tolerations, taint):
+            return taint
+    return None
+
+
+def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for container in pod_spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        requests = dict(resources.get("limits") or {})  # limits imply requests when unset
+        requests.update(resources.get("requests") or {})
+        for name, raw in requests.items():
+            total[name] = total.get(name, Decimal(0)) + parse_quantity(raw)
+    return total
+
+
+def short_of(pod_spec: dict[str, Any], node: dict[str, Any]) -> str | None:
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    for name, wanted in sorted(pod_requests(pod_spec).items()):
+        try:
+            have = parse_quantity(allocatable.get(name, 0))
+        except QuantityError:
+            have = Decimal(0)
+        if wanted > have:
+            return f"{name}: requests {wanted} > allocatable {have}"
+    return None
+
+
+def evaluate(pod_spec: dict[str, Any], node: dict[str, Any]) -> Verdict:
+    if not required_affinity_matches(pod_spec, node):
+        return Verdict(False, "required node affinity does not match")
+    taint = untolerated_taint(pod_spec, node)
+    if taint is not None:
+        return Verdict(
+            False,
+            f"untolerated taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}",
+        )
+    missing = short_of(pod_spec, node)
+    if missing:
+        return Verdict(False, f"insufficient resources ({missing})")
+    if not internal_ip(node):
+        return Verdict(False, "no InternalIP address")
+    return Verdict(True)
+
+
+def internal_ip(node: dict[str, Any]) -> str | None:
+    for address in node.get("status", {}).get("addresses") or []:
+        if address.get("type") == "InternalIP" and address.get("address", "").count(".") == 3:
+            return address["address"]
+    return None

@@ -1,0 +1,189 @@
+"""What a NodeSet reconcile must do, from the spec and what the API server shows.
+
+Pure: the handler fetches Nodes and the NodeSet's pods, calls `plan`, then carries out the
+claims, creations and deletions it returns and writes the status.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sunk.operator import names
+from sunk.operator.nodeset.feasibility import evaluate, internal_ip
+from sunk.operator.nodeset.naming import pod_name
+from sunk.operator.nodeset.pod import MUNGE_RESOURCES, PodContext, build_pod, template_hash
+from sunk.slurmconf.inputs import NodeSetInput
+
+
+@dataclass
+class Plan:
+    claim: list[str] = field(default_factory=list)  # Nodes to label as ours
+    release: list[str] = field(default_factory=list)  # Nodes whose claim we drop
+    create: list[dict[str, Any]] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason)
+    conflicts: dict[str, str] = field(default_factory=dict)  # node → other NodeSet / reason
+    infeasible: dict[str, str] = field(default_factory=dict)  # node → reason
+    status: dict[str, Any] = field(default_factory=dict)
+    rolling: bool = False
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return False
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _node_of(pod: dict[str, Any]) -> str | None:
+    spec = pod.get("spec", {})
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for expr in term.get("matchFields") or []:
+            if expr.get("key") == "metadata.name" and expr.get("values"):
+                return expr["values"][0]
+    return None
+
+
+def budget(max_unavailable: int | str, desired: int) -> int:
+    """Pods that may be unavailable at once during a rolling update (at least one)."""
+    if isinstance(max_unavailable, str) and max_unavailable.endswith("%"):
+        value = math.floor(desired * int(max_unavailable[:-1]) / 100)
+    else:
+        value = int(max_unavailable)
+    return max(1, value)
+
+
+def scale_down_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Not-ready pods first, then the newest (SUNK's order without Slurm state: the Syncer
+    refines it with idle > draining > running)."""
+    return sorted(
+        pods,
+        key=lambda p: (
+            _is_ready(p),
+            _neg_time(p["metadata"].get("creationTimestamp", "")),
+            p["metadata"]["name"],
+        ),
+    )
+
+
+def _neg_time(stamp: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in stamp)
+
+
+def plan(
+    nodeset: NodeSetInput,
+    owner: dict[str, Any],
+    ctx: PodContext,
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+) -> Plan:
+    result = Plan()
+    pod_spec = nodeset.spec.template.spec
+    tolerations = [*(pod_spec.get("tolerations") or []), names.LOCK_TOLERATION]
+    # Feasibility is judged on the pod as it will run: with the munge sidecar's requests.
+    check_spec = {
+        **pod_spec,
+        "tolerations": tolerations,
+        "containers": [
+            *(pod_spec.get("containers") or []),
+            {"name": "munge", "resources": MUNGE_RESOURCES},
+        ],
+    }
+    by_node = {_node_of(p): p for p in pods}
+
+    feasible: list[dict[str, Any]] = []
+    taken_names: dict[str, str] = {}
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        node_name = node["metadata"]["name"]
+        owner_label = (node["metadata"].get("labels") or {}).get(names.LABEL_NODESET)
+        owner_ns = (node["metadata"].get("labels") or {}).get(names.LABEL_NAMESPACE)
+        verdict = evaluate(check_spec, node)
+        if not verdict.feasible:
+            result.infeasible[node_name] = verdict.reason
+            if owner_label == nodeset.name and owner_ns == ctx.namespace:
+                result.release.append(node_name)
+            continue
+        if owner_label and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
+            result.conflicts[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
+            continue
+        name = pod_name(nodeset.prefix, internal_ip(node) or "")
+        if name in taken_names:
+            result.conflicts[node_name] = (
+                f"pod name {name} already taken by Node "
+                f"{taken_names[name]} (same last two IP octets)"
+            )
+            continue
+        taken_names[name] = node_name
+        feasible.append(node)
+
+    desired = len(feasible) if nodeset.spec.replicas is None else nodeset.spec.replicas
+    current_hash = template_hash(nodeset)
+    feasible_names = {n["metadata"]["name"] for n in feasible}
+
+    # Keep Nodes already hosting our pods first, then the rest by name: stable placement.
+    ordered = sorted(
+        feasible, key=lambda n: (n["metadata"]["name"] not in by_node, n["metadata"]["name"])
+    )
+    chosen = ordered[:desired]
+    chosen_names = {n["metadata"]["name"] for n in chosen}
+
+    misscheduled = [p for p in pods if _node_of(p) not in feasible_names]
+    surplus = [p for p in pods if _node_of(p) in feasible_names and _node_of(p) not in chosen_names]
+    for pod in misscheduled:
+        result.delete.append((pod["metadata"]["name"], "Node no longer feasible"))
+    for pod in scale_down_order(surplus):
+        result.delete.append((pod["metadata"]["name"], "scaled down"))
+
+    for node in chosen:
+        node_name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        if labels.get(names.LABEL_NODESET) != nodeset.name:
+            result.claim.append(node_name)
+        if node_name not in by_node:
+            name = pod_name(nodeset.prefix, internal_ip(node) or "")
+            result.create.append(build_pod(nodeset, owner, ctx, node_name, name, labels))
+    for node in ordered[desired:]:
+        labels = node["metadata"].get("labels") or {}
+        if labels.get(names.LABEL_NODESET) == nodeset.name:
+            result.release.append(node["metadata"]["name"])
+
+    # Rolling update: replace outdated pods, at most `maxUnavailable` down at a time.
+    kept = [p for p in pods if _node_of(p) in chosen_names]
+    outdated = [
+        p
+        for p in kept
+        if (p["metadata"].get("annotations") or {}).get(names.ANN_TEMPLATE_HASH) != current_hash
+    ]
+    unavailable = sum(1 for p in kept if not _is_ready(p)) + len(result.create)
+    room = budget(nodeset.spec.maxUnavailable, max(desired, 1)) - unavailable
+    for pod in scale_down_order(outdated):
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        if room <= 0 and _is_ready(pod):
+            break
+        result.delete.append((pod["metadata"]["name"], "template changed"))
+        if _is_ready(pod):
+            room -= 1
+    result.rolling = bool(outdated)
+
+    ready = sum(1 for p in kept if _is_ready(p))
+    result.status = {
+        "desiredNumberScheduled": desired,
+        "numberFeasible": len(feasible),
+        "currentNumberScheduled": len([p for p in pods if _node_of(p) in feasible_names]),
+        "numberReady": ready,
+        "numberDrain": 0,
+        "numberMisscheduled": len(misscheduled),
+        "numberUnavailable": max(0, desired - ready),
+        "selector": f"{names.LABEL_NODESET}={nodeset.name}",
+    }
+    return result
