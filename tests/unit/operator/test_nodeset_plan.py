@@ -183,3 +183,10 @@ def test_template_change_rolls_within_max_unavailable():
     assert len([d for d in result.delete if d[1] == "template changed"]) == 2
     assert result.rolling
     assert budget("10%", 3) == 1 and budget(5, 3) == 5
+
+
+def test_claim_by_a_deleted_nodeset_is_stale():
+    stale = node("n0", "10.1.0.1", {names.LABEL_NODESET: "gone", names.LABEL_NAMESPACE: "ns"})
+    result = plan(nodeset(), OWNER, CTX, [stale], [], live_nodesets={("ns", "gpu")})
+    assert result.conflicts == {}
+    assert result.claim == ["n0"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from sunk.slurmconf.format import BANNER, key_lines
 from sunk.slurmconf.inputs import JWT_KEY, ClusterInputs
 
+# MOCO's read-write user; its password is in the Secret `moco-<MySQLCluster name>`.
+MOCO_USER = "moco-writable"
 # SUNK's documented slurmdbd defaults.
 DEFAULTS: dict[str, object] = {
     "ArchiveEvents": "yes",
@@ -48,6 +50,8 @@ def render_slurmdbd_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
     user = "slurm"
     if external:
         user = acct.external.user
+    elif acct.database.type == "moco":
+        user = MOCO_USER
     settings: dict[str, object] = {
         "AuthType": "auth/munge",
         "AuthAltTypes": "auth/jwt",

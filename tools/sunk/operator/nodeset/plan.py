@@ -85,7 +85,10 @@ def plan(
     ctx: PodContext,
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
+    live_nodesets: set[tuple[str, str]] | None = None,
 ) -> Plan:
+    """``live_nodesets`` (namespace, name): a Node claim by a NodeSet not in it is stale and
+    the Node free again; None counts every claim."""
     result = Plan()
     pod_spec = nodeset.spec.template.spec
     tolerations = [*(pod_spec.get("tolerations") or []), names.LOCK_TOLERATION]
@@ -112,7 +115,8 @@ def plan(
             if owner_label == nodeset.name and owner_ns == ctx.namespace:
                 result.release.append(node_name)
             continue
-        if owner_label and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
+        stale = live_nodesets is not None and (owner_ns, owner_label) not in live_nodesets
+        if owner_label and not stale and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
             result.conflicts[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
             continue
         name = pod_name(nodeset.prefix, internal_ip(node) or "")

@@ -1,0 +1,1 @@
+"""SlurmCluster: the control-plane objects (pure builders) and their readiness."""

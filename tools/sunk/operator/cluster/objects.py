@@ -1,0 +1,498 @@
+"""Desired control-plane objects of one SlurmCluster.
+
+Every object carries the standard labels and an owner reference to the SlurmCluster (so it
+is garbage-collected with it) — except what holds state: key Secrets (no owner) and PVCs
+(StatefulSet volume claims, retained unless `controller.keepStateOnDelete` is false).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sunk.models.crds import SlurmClusterSpec
+from sunk.models.k8s import Image
+from sunk.operator import names
+from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
+from sunk.slurmconf import Rendered
+
+SLURM_UID = 401
+
+
+@dataclass(frozen=True)
+class ClusterContext:
+    name: str  # SlurmCluster metadata.name
+    namespace: str
+    uid: str
+    spec: SlurmClusterSpec
+    rendered: Rendered
+    munge_secret: str
+    jwt_secret: str
+    db_password_secret: tuple[str, str] | None  # (Secret name, key)
+
+    @property
+    def cluster(self) -> str:
+        return self.spec.clusterName
+
+
+def image_ref(image: Image, registry: str | None) -> str:
+    repo = f"{registry.rstrip('/')}/{image.repository}" if registry else image.repository
+    if image.digest:
+        return f"{repo}@{image.digest}"
+    return f"{repo}:{image.tag}" if image.tag else repo
+
+
+def labels(ctx: ClusterContext, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "slurm",
+        "app.kubernetes.io/instance": ctx.cluster,
+        names.LABEL_COMPONENT: component,
+        names.LABEL_MANAGED_BY: names.MANAGER,
+        "app.kubernetes.io/part-of": "sunk",
+        names.LABEL_CLUSTER: ctx.cluster,
+    }
+
+
+def selector(ctx: ClusterContext, component: str) -> dict[str, str]:
+    return {names.LABEL_CLUSTER: ctx.cluster, names.LABEL_COMPONENT: component}
+
+
+def owner(ctx: ClusterContext) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "sunk.coreweave.com/v1alpha1",
+            "kind": "SlurmCluster",
+            "name": ctx.name,
+            "uid": ctx.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def meta(ctx: ClusterContext, name: str, component: str, owned: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": name,
+        "namespace": ctx.namespace,
+        "labels": labels(ctx, component),
+    }
+    if owned:
+        out["ownerReferences"] = owner(ctx)
+    return out
+
+
+def _tolerations(opts: Any) -> list[dict[str, Any]]:
+    tols = [t.model_dump(exclude_none=True) for t in (opts.tolerations or [])]
+    if names.LOCK_TOLERATION not in tols:
+        tols.append(names.LOCK_TOLERATION)
+    return tols
+
+
+def _pull_secrets(ctx: ClusterContext) -> list[dict[str, str]]:
+    return list(ctx.spec.imagePullSecrets)
+
+
+def munge_container(ctx: ClusterContext) -> dict[str, Any]:
+    return {
+        "name": "munge",
+        "image": image_ref(ctx.spec.controller.image, ctx.spec.global_.imageRegistry),
+        "args": ["munged"],
+        "resources": MUNGE_RESOURCES,
+        "volumeMounts": [
+            {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
+            {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
+        ],
+    }
+
+
+def _munge_volumes(ctx: ClusterContext) -> list[dict[str, Any]]:
+    return [
+        {"name": "munge-socket", "emptyDir": {"medium": "Memory"}},
+        {"name": "munge-key", "secret": {"secretName": ctx.munge_secret, "defaultMode": 0o400}},
+    ]
+
+
+def _config_volume(ctx: ClusterContext) -> dict[str, Any]:
+    sources = [
+        {"configMap": {"name": names.config_map(ctx.cluster)}},
+        {
+            "secret": {
+                "name": ctx.jwt_secret,
+                "items": [{"key": "jwt.key", "path": "jwt/jwt.key", "mode": 0o400}],
+            }
+        },
+    ]
+    if ctx.spec.compute.generateTopology:
+        sources.insert(1, {"configMap": {"name": names.topology_map(ctx.cluster)}})
+    return {"name": "slurm-config", "projected": {"sources": sources, "defaultMode": 0o444}}
+
+
+def _pod_spec(
+    ctx: ClusterContext,
+    opts: Any,
+    containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+    hostname: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [*containers, munge_container(ctx)],
+        "volumes": [*volumes, *_munge_volumes(ctx)],
+        "tolerations": _tolerations(opts),
+        "enableServiceLinks": False,
+    }
+    if hostname:
+        spec["hostname"] = hostname
+    for key, value in (
+        ("affinity", opts.affinity or ctx.spec.global_.affinity),
+        ("nodeSelector", opts.nodeSelector),
+        ("priorityClassName", opts.priorityClassName),
+        ("securityContext", opts.podSecurityContext),
+        ("terminationGracePeriodSeconds", opts.terminationGracePeriodSeconds),
+        ("imagePullSecrets", _pull_secrets(ctx)),
+    ):
+        if value:
+            spec[key] = value
+    return spec
+
+
+def _container(
+    ctx: ClusterContext, name: str, opts: Any, args: list[str], port: int | None = None
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": image_ref(opts.image, ctx.spec.global_.imageRegistry),
+        "args": args,
+        "env": [{"name": "SUNK_CLUSTER_NAME", "value": ctx.cluster}, *(opts.env or [])],
+        "volumeMounts": [
+            {"name": "slurm-config", "mountPath": "/etc/slurm", "readOnly": True},
+            {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
+        ],
+    }
+    if opts.image.pullPolicy:
+        container["imagePullPolicy"] = opts.image.pullPolicy
+    if opts.resources:
+        container["resources"] = opts.resources.model_dump(exclude_none=True)
+    if opts.securityContext:
+        container["securityContext"] = opts.securityContext
+    if port:
+        container["ports"] = [{"name": name, "containerPort": port}]
+        container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 10}
+    return container
+
+
+def _template(
+    ctx: ClusterContext,
+    component: str,
+    opts: Any,
+    spec: dict[str, Any],
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    pod_labels = {**labels(ctx, component), **(opts.labels or {})}
+    pod_annotations = {**(opts.annotations or {}), **(annotations or {})}
+    return {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": spec}
+
+
+def service(
+    ctx: ClusterContext,
+    name: str,
+    component: str,
+    ports: list[tuple[str, int]],
+    headless: bool = False,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selector": selector(ctx, component),
+        "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports],
+    }
+    if headless:
+        spec["clusterIP"] = "None"
+        spec["publishNotReadyAddresses"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(ctx, name, component),
+        "spec": spec,
+    }
+
+
+def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
+    files = {
+        k: v for k, v in ctx.rendered.files.items() if k not in ("slurmdbd.conf", "topology.conf")
+    }
+    out = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(ctx, names.config_map(ctx.cluster), "config"),
+            "data": files,
+        }
+    ]
+    if "topology.conf" in ctx.rendered.files:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.topology_map(ctx.cluster), "topology"),
+                "data": {"topology.conf": ctx.rendered.files["topology.conf"]},
+            }
+        )
+    return out
+
+
+def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
+    opts = ctx.spec.controller
+    name = names.controller(ctx.cluster)
+    container = _container(ctx, "slurmctld", opts, ["slurmctld"], 6817)
+    container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
+    pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
+    pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
+    claim: dict[str, Any] = {
+        "metadata": {"name": "state", "labels": labels(ctx, "controller")},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": str(opts.stateVolume.size)}},
+        },
+    }
+    if opts.stateVolume.storageClassName:
+        claim["spec"]["storageClassName"] = opts.stateVolume.storageClassName
+    retain = "Retain" if opts.keepStateOnDelete else "Delete"
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(ctx, name, "controller"),
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": selector(ctx, "controller")},
+            "template": _template(
+                ctx, "controller", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+            ),
+            "volumeClaimTemplates": [claim],
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retain, "whenScaled": "Retain"},
+        },
+    }
+    return [statefulset, service(ctx, name, "controller", [("slurmctld", 6817)], headless=True)]
+
+
+def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
+    acct = ctx.spec.accounting
+    if not acct.enabled:
+        return []
+    name = names.accounting(ctx.cluster)
+    container = _container(ctx, "slurmdbd", acct, ["slurmdbd"], 6819)
+    container["volumeMounts"].append(
+        {"name": "slurmdbd-conf", "mountPath": "/etc/slurmdbd", "readOnly": True}
+    )
+    container["env"].append({"name": "SLURMDBD_CONF", "value": "/etc/slurmdbd/slurmdbd.conf"})
+    volumes = [
+        _config_volume(ctx),
+        {
+            "name": "slurmdbd-conf",
+            "secret": {"secretName": names.dbd_secret(ctx.cluster), "defaultMode": 0o400},
+        },
+    ]
+    pod = _pod_spec(ctx, acct, [container], volumes, hostname=name)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(ctx, name, "accounting"),
+        "spec": {
+            "replicas": acct.replicas,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector(ctx, "accounting")},
+            "template": _template(
+                ctx, "accounting", acct, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+            ),
+        },
+    }
+    return [deployment, service(ctx, name, "accounting", [("slurmdbd", 6819)]), *database(ctx)]
+
+
+def database(ctx: ClusterContext) -> list[dict[str, Any]]:
+    db = ctx.spec.accounting.database
+    external = db.type == "external" or ctx.spec.accounting.external.enabled
+    if external:
+        return []
+    secret_name, secret_key = ctx.db_password_secret or (names.db_secret(ctx.cluster), "password")
+    if db.type == "moco":
+        return [moco_cluster(ctx)]
+    name = names.mariadb(ctx.cluster)
+    maria = db.mariadb
+    env = [
+        {"name": "MARIADB_DATABASE", "value": db.name},
+        {"name": "MARIADB_USER", "value": "slurm"},
+        {
+            "name": "MARIADB_PASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}},
+        },
+        {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "1"},
+    ]
+    container: dict[str, Any] = {
+        "name": "mariadb",
+        "image": image_ref(maria.image, ctx.spec.global_.imageRegistry),
+        "env": env,
+        "ports": [{"name": "mysql", "containerPort": 3306}],
+        "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 10},
+        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
+    }
+    if maria.resources:
+        container["resources"] = maria.resources.model_dump(exclude_none=True)
+    claim: dict[str, Any] = {
+        "metadata": {"name": "data", "labels": labels(ctx, "database")},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": str(maria.storage.size)}},
+        },
+    }
+    if maria.storage.storageClassName:
+        claim["spec"]["storageClassName"] = maria.storage.storageClassName
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(ctx, name, "database"),
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": selector(ctx, "database")},
+            "template": {
+                "metadata": {"labels": labels(ctx, "database")},
+                "spec": {"containers": [container], "tolerations": [names.LOCK_TOLERATION]},
+            },
+            "volumeClaimTemplates": [claim],
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": "Retain",
+                "whenScaled": "Retain",
+            },
+        },
+    }
+    return [statefulset, service(ctx, name, "database", [("mysql", 3306)])]
+
+
+def moco_cluster(ctx: ClusterContext) -> dict[str, Any]:
+    moco = ctx.spec.accounting.database.moco
+    mysqld: dict[str, Any] = {
+        "name": "mysqld",
+        "image": f"ghcr.io/cybozu-go/moco/mysql:{moco.mysqlVersion}",
+    }
+    if moco.resources:
+        mysqld["resources"] = moco.resources.model_dump(exclude_none=True)
+    claim: dict[str, Any] = {
+        "metadata": {"name": "mysql-data"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": str(moco.storage.size)}},
+        },
+    }
+    if moco.storage.storageClassName:
+        claim["spec"]["storageClassName"] = moco.storage.storageClassName
+    return {
+        "apiVersion": "moco.cybozu.com/v1beta2",
+        "kind": "MySQLCluster",
+        "metadata": meta(ctx, names.accounting(ctx.cluster), "database"),
+        "spec": {
+            "replicas": moco.replicas,
+            "podTemplate": {
+                "spec": {"containers": [mysqld], "tolerations": [names.LOCK_TOLERATION]}
+            },
+            "volumeClaimTemplates": [claim],
+        },
+    }
+
+
+def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
+    opts = ctx.spec.rest
+    if not opts.enabled:
+        return []
+    name = names.rest(ctx.cluster)
+    container = _container(ctx, "slurmrestd", opts, ["slurmrestd"], 6820)
+    pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(ctx, name, "rest"),
+        "spec": {
+            "replicas": opts.replicas,
+            "selector": {"matchLabels": selector(ctx, "rest")},
+            "template": _template(
+                ctx, "rest", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+            ),
+        },
+    }
+    return [deployment, service(ctx, name, "rest", [("slurmrestd", 6820)])]
+
+
+def login(ctx: ClusterContext) -> list[dict[str, Any]]:
+    opts = ctx.spec.login
+    if not opts.enabled:
+        return []
+    name = names.login(ctx.cluster)
+    container = _container(ctx, "sshd", opts, ["sshd"], 22)
+    container["volumeMounts"].append(
+        {"name": "host-keys", "mountPath": "/etc/ssh/host-keys", "readOnly": True}
+    )
+    volumes = [
+        _config_volume(ctx),
+        {
+            "name": "host-keys",
+            "secret": {"secretName": names.hostkeys_secret(ctx.cluster), "defaultMode": 0o400},
+        },
+    ]
+    pod = _pod_spec(ctx, opts, [container], volumes)
+    statefulset: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(ctx, name, "login"),
+        "spec": {
+            "replicas": opts.replicas,
+            "serviceName": f"{name}-pods",
+            "selector": {"matchLabels": selector(ctx, "login")},
+            "template": _template(
+                ctx, "login", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+            ),
+        },
+    }
+    if opts.sshKeyVolume:
+        statefulset["spec"]["volumeClaimTemplates"] = [
+            {
+                "metadata": {"name": "ssh-keys"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": str(opts.sshKeyVolume.size)}},
+                    **(
+                        {"storageClassName": opts.sshKeyVolume.storageClassName}
+                        if opts.sshKeyVolume.storageClassName
+                        else {}
+                    ),
+                },
+            }
+        ]
+        container["volumeMounts"].append({"name": "ssh-keys", "mountPath": "/etc/ssh/user-keys"})
+    svc = service(ctx, name, "login", [("ssh", opts.service.port)])
+    svc["spec"]["ports"][0]["targetPort"] = 22
+    svc["spec"]["type"] = opts.service.type
+    svc["metadata"]["annotations"] = dict(opts.service.annotations)
+    if opts.service.type != "ClusterIP":
+        if opts.service.externalTrafficPolicy:
+            svc["spec"]["externalTrafficPolicy"] = opts.service.externalTrafficPolicy
+        if opts.service.loadBalancerSourceRanges:
+            svc["spec"]["loadBalancerSourceRanges"] = list(opts.service.loadBalancerSourceRanges)
+    return [statefulset, svc, service(ctx, f"{name}-pods", "login", [("ssh", 22)], headless=True)]
+
+
+def desired_objects(ctx: ClusterContext) -> list[dict[str, Any]]:
+    """Every owned control-plane object, in apply order."""
+    return [*config_maps(ctx), *controller(ctx), *accounting(ctx), *rest(ctx), *login(ctx)]
+
+
+def slurmdbd_secret(ctx: ClusterContext) -> dict[str, Any] | None:
+    text = ctx.rendered.files.get("slurmdbd.conf")
+    if text is None:
+        return None
+    from sunk.operator.cluster.keys import b64
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": meta(ctx, names.dbd_secret(ctx.cluster), "accounting"),
+        "data": {"slurmdbd.conf": b64(text.encode())},
+    }

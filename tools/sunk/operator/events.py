@@ -1,0 +1,39 @@
+"""Kubernetes Events for what a human must act on (written on transitions only)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sunk.operator.conditions import now
+from sunk.operator.kube import Kube
+
+
+async def emit(
+    kube: Kube, obj: dict[str, Any], reason: str, message: str, warning: bool = True
+) -> None:
+    meta = obj["metadata"]
+    stamp = now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta['name']}.{uuid.uuid4().hex[:12]}",
+            "namespace": meta.get("namespace") or "default",
+        },
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "reason": reason,
+        "message": message[:1000],
+        "type": "Warning" if warning else "Normal",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": "sunk-operator"},
+    }
+    await kube.create(event)

@@ -1,0 +1,93 @@
+"""`sunk-operator`: run the operator, or check an installation (the chart's helm test)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+
+import kopf
+from aiohttp import web
+
+from sunk import __version__
+from sunk.operator import runtime
+from sunk.operator.check import run_check
+from sunk.operator.kube import Kube, KubeConfig
+from sunk.operator.leader import LeaderElector
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sunk-operator", description="The open SUNK operator.")
+    p.add_argument("--version", action="version", version=f"sunk-operator {__version__}")
+    sub = p.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="reconcile SlurmClusters and NodeSets (default)")
+    for target in (p, run):
+        target.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster)")
+        target.add_argument(
+            "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        )
+        target.add_argument(
+            "--metrics-port",
+            type=int,
+            default=8080,
+            help="serves /metrics (and health, when on the same port)",
+        )
+        target.add_argument("--health-port", type=int, default=8081)
+        target.add_argument("--health-host", default="0.0.0.0")
+        target.add_argument("--leader-election-namespace", default="sunk")
+        target.add_argument("--no-leader-election", action="store_true")
+        target.add_argument(
+            "--namespace",
+            action="append",
+            default=[],
+            help="watch only this namespace (repeatable; default all)",
+        )
+    check = sub.add_parser("check", help="check CRDs are Established and the operator ready")
+    check.add_argument("--kubeconfig")
+    check.add_argument("--crd", action="append", default=[])
+    check.add_argument("--deployment", action="append", default=[], help="NAMESPACE/NAME")
+    check.add_argument("--timeout", type=float, default=120)
+    return p
+
+
+async def serve(args: argparse.Namespace) -> None:
+    config = KubeConfig.load(args.kubeconfig)
+    kube = Kube(config)
+    rt = runtime.Runtime(config=config, kube=kube)
+    runtime.RUNTIME = rt
+    runner = web.AppRunner(runtime.health_app(rt))
+    await runner.setup()
+    for port in sorted({args.health_port, args.metrics_port}):
+        await web.TCPSite(runner, args.health_host, port).start()
+    if not args.no_leader_election:
+        elector = LeaderElector(Kube(config), args.leader_election_namespace)
+        await elector.acquire()
+        asyncio.get_running_loop().create_task(elector.keep())
+    rt.metrics.leader = 1
+    try:
+        await kopf.operator(
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace or None,
+        )
+    finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper() if hasattr(args, "log_level") else "INFO",
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "check":
+        sys.exit(asyncio.run(run_check(args)))
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    run()
