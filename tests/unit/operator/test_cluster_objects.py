@@ -1,0 +1,110 @@
+"""SlurmCluster builders: the control-plane objects for a rendered cluster."""
+
+from __future__ import annotations
+
+import base64
+
+from sunk.models.crds import SlurmClusterSpec
+from sunk.operator import names
+from sunk.operator.cluster import keys
+from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
+from sunk.slurmconf import ClusterInputs, Endpoints, render_all
+
+
+def context(**spec) -> ClusterContext:
+    cluster = SlurmClusterSpec.model_validate({"clusterName": "c", **spec})
+    rendered = render_all(
+        ClusterInputs(cluster, (), Endpoints.for_cluster(cluster, "ns"), db_password="pw")
+    )
+    return ClusterContext("c", "ns", "uid-1", cluster, rendered, "c-munge", "c-jwt", None)
+
+
+def by_kind(objects):
+    return sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+
+
+def test_default_cluster_objects():
+    objects = desired_objects(context())
+    assert by_kind(objects) == [
+        "ConfigMap/c-slurm-config",
+        "ConfigMap/c-topology",
+        "Deployment/c-accounting",
+        "Deployment/c-rest",
+        "Service/c-accounting",
+        "Service/c-controller",
+        "Service/c-login",
+        "Service/c-login-pods",
+        "Service/c-mariadb",
+        "Service/c-rest",
+        "StatefulSet/c-controller",
+        "StatefulSet/c-login",
+        "StatefulSet/c-mariadb",
+    ]
+    for obj in objects:
+        assert obj["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        assert obj["metadata"]["labels"][names.LABEL_CLUSTER] == "c"
+    config = next(o for o in objects if o["metadata"]["name"] == "c-slurm-config")
+    assert "slurmdbd.conf" not in config["data"]  # it holds the password: a Secret
+    assert "slurm.conf" in config["data"]
+
+
+def test_controller_state_is_kept_and_pods_tolerate_the_lock():
+    ctl = next(
+        o
+        for o in desired_objects(context())
+        if o["metadata"]["name"] == "c-controller" and o["kind"] == "StatefulSet"
+    )
+    assert ctl["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+    assert ctl["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"] == {
+        "storage": "32Gi"
+    }
+    pod = ctl["spec"]["template"]
+    assert pod["metadata"]["annotations"][names.ANN_CONFIG_HASH]
+    assert names.LOCK_TOLERATION in pod["spec"]["tolerations"]
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["slurmctld", "munge"]
+    drop = context(controller={"keepStateOnDelete": False})
+    ctl = next(
+        o
+        for o in desired_objects(drop)
+        if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "c-controller"
+    )
+    assert ctl["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+
+
+def test_optional_components_and_external_db():
+    ctx = context(
+        rest={"enabled": False},
+        login={"enabled": False},
+        accounting={
+            "database": {"type": "external"},
+            "external": {"host": "db.example", "passwordSecret": {"name": "x"}},
+        },
+    )
+    kinds = by_kind(desired_objects(ctx))
+    assert "Deployment/c-rest" not in kinds and "StatefulSet/c-login" not in kinds
+    assert "StatefulSet/c-mariadb" not in kinds and "Deployment/c-accounting" in kinds
+    secret = slurmdbd_secret(ctx)
+    text = base64.b64decode(secret["data"]["slurmdbd.conf"]).decode()
+    assert "StorageHost=db.example" in text and "StoragePass=pw" in text
+
+
+def test_moco_database_and_login_service_policy():
+    ctx = context(
+        accounting={"database": {"type": "moco"}},
+        login={"service": {"type": "ClusterIP", "externalTrafficPolicy": "Local"}},
+    )
+    objects = desired_objects(ctx)
+    (moco,) = [o for o in objects if o["kind"] == "MySQLCluster"]
+    assert moco["spec"]["replicas"] == 3
+    svc = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "c-login")
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert "externalTrafficPolicy" not in svc["spec"]  # invalid on ClusterIP services
+
+
+def test_keys_are_random_and_well_formed():
+    first, second = keys.munge_key()["munge.key"], keys.munge_key()["munge.key"]
+    assert first != second and len(base64.b64decode(first)) == 1024
+    host = keys.ssh_host_keys()
+    assert base64.b64decode(host["ssh_host_ed25519_key.pub"]).startswith(b"ssh-ed25519 ")
+    secret = keys.secret("s", "ns", keys.jwt_key(), {})
+    assert secret["immutable"] is True and "ownerReferences" not in secret["metadata"]
