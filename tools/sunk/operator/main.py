@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
 async def serve(args: argparse.Namespace) -> None:
     config = KubeConfig.load(args.kubeconfig)
     kube = Kube(config)
-    rt = runtime.Runtime(config=config, kube=kube)
+    rt = runtime.Runtime(config=config, kube=kube, namespaces=tuple(args.namespace))
     runtime.RUNTIME = rt
     runner = web.AppRunner(runtime.health_app(rt))
     await runner.setup()

@@ -20,6 +20,7 @@ class Metrics:
         self.reconciles: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.leader = 0
+        self.api_writes = 0
         self.nodesets: dict[tuple[str, str], dict] = {}
 
     def render(self) -> str:

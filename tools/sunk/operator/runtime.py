@@ -29,6 +29,10 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     queue: WorkQueue | None = None
     ready: bool = False
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
+
+    def watches(self, ns: str) -> bool:
+        return not self.namespaces or ns in self.namespaces
 
     async def reconcile(self, key: Hashable) -> None:
         kind, ns, name = key  # type: ignore[misc]
@@ -49,7 +53,7 @@ class Runtime:
             raise
 
     def enqueue(self, kind: str, ns: str, name: str) -> None:
-        if self.queue is not None:
+        if self.queue is not None and self.watches(ns):
             self.queue.add((kind, ns, name))
 
     async def enqueue_all(self) -> None:
@@ -143,6 +147,7 @@ def health_app(rt: Runtime) -> web.Application:
         return web.Response(text="ok")  # standby replicas are healthy too
 
     async def metrics(_: web.Request) -> web.Response:
+        rt.metrics.api_writes = rt.kube.writes
         return web.Response(text=rt.metrics.render(), content_type="text/plain")
 
     app = web.Application()

@@ -1,0 +1,86 @@
+"""Running `sunk-operator` as a real process against the test control plane."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from sunk.devenv.controlplane import free_port
+
+
+class OperatorProcess:
+    def __init__(
+        self, kubeconfig: Path, namespaces: list[str], log_dir: Path, lease_namespace: str
+    ):
+        self.kubeconfig, self.namespaces = kubeconfig, namespaces
+        self.log_dir, self.lease_namespace = log_dir, lease_namespace
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> OperatorProcess:
+        self.starts += 1
+        log = (self.log_dir / f"operator-{self.starts}.log").open("w")
+        args = [
+            sys.executable,
+            "-m",
+            "sunk.operator.main",
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--health-host",
+            "127.0.0.1",
+            "--health-port",
+            str(self.port),
+            "--metrics-port",
+            str(self.port),
+            "--leader-election-namespace",
+            self.lease_namespace,
+            "--log-level",
+            "info",
+        ]
+        for ns in self.namespaces:
+            args += ["--namespace", ns]
+        self.proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        self.proc.wait(timeout=30)
+        self.proc = None
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def writes(self) -> int:
+        match = re.search(r"^sunk_operator_api_writes_total (\d+)$", self.metrics(), re.M)
+        assert match, "operator metrics lack sunk_operator_api_writes_total"
+        return int(match.group(1))
+
+    def wait_leader(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None and self.proc.poll() is None, self.last_log()
+            try:
+                if re.search(r"^sunk_operator_leader 1$", self.metrics(), re.M):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"operator did not become leader\n{self.last_log()}")
+
+    def last_log(self) -> str:
+        logs = sorted(self.log_dir.glob("operator-*.log"))
+        return logs[-1].read_text()[-4000:] if logs else ""

@@ -1,0 +1,171 @@
+"""Both charts installed with the real helm on the real API server."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from sunk.devenv.controlplane import KubeAPIError
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+CRDS = ("slurmclusters.sunk.coreweave.com", "nodesets.sunk.coreweave.com")
+SUNK_NS = "sunk-system-test"
+
+
+class Helm:
+    """The real helm against the test control plane."""
+
+    def __init__(self, binary: str, kubeconfig: Path):
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [self.binary, "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    def nodesets_in(self, example: Path) -> int:
+        out = self("template", "slurm", str(REPO / "charts/slurm"), "-f", str(example)).stdout
+        return sum(1 for doc in yaml.safe_load_all(out) if doc and doc["kind"] == "NodeSet")
+
+
+def _established(kube, crd: str) -> bool:
+    body = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in body.get("status", {}).get("conditions", [])
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(helm, control_plane, kube) -> Helm:
+    """The `sunk` chart installed once; its CRDs Established."""
+    run = Helm(helm, control_plane.kubeconfig)
+    run(
+        "upgrade",
+        "--install",
+        "sunk",
+        str(REPO / "charts/sunk"),
+        "-n",
+        SUNK_NS,
+        "--create-namespace",
+    )
+    for crd in CRDS:
+        control_plane.wait_for(lambda c=crd: _established(kube, c), 60, f"{crd} Established")
+    return run
+
+
+def test_operator_objects_stored(installed, kube):
+    deploy = kube.get(f"/apis/apps/v1/namespaces/{SUNK_NS}/deployments/sunk-operator")
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "sunk-operator"
+    role = kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/sunk-operator")
+    assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in role["rules"])
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_slurm_release_for_every_example(installed, kube, namespace, example):
+    installed("install", "slurm", str(REPO / "charts/slurm"), "-n", namespace, "-f", str(example))
+    base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}"
+    assert len(kube.list(f"{base}/slurmclusters")) == 1
+    assert len(kube.list(f"{base}/nodesets")) == installed.nodesets_in(example)
+
+
+def test_upgrade_and_uninstall_leave_nothing_of_the_release(installed, kube, namespace):
+    example = str(REPO / "examples/minimal-cpu.yaml")
+    chart = str(REPO / "charts/slurm")
+    installed("install", "slurm", chart, "-n", namespace, "-f", example)
+    installed(
+        "upgrade",
+        "slurm",
+        chart,
+        "-n",
+        namespace,
+        "-f",
+        example,
+        "--set",
+        "compute.nodes.cpu.replicas=5",
+        "--set",
+        "compute.nodes.extra.replicas=1",
+    )
+    base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}"
+    assert kube.get(f"{base}/nodesets/cpu")["spec"]["replicas"] == 5
+    assert kube.get(f"{base}/nodesets/extra")["spec"]["clusterName"] == "minimal"
+    installed("uninstall", "slurm", "-n", namespace, "--wait")
+    assert kube.list(f"{base}/nodesets") == []
+    assert kube.list(f"{base}/slurmclusters") == []
+    assert (
+        kube.list(
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            label_selector="app.kubernetes.io/instance=slurm",
+        )
+        == []
+    )
+
+
+INVALID = [
+    ({"clusterName": "c", "replicas": -1}, "spec.replicas"),
+    ({"clusterName": "c", "podNamePrefix": "Bad_Prefix"}, "spec.podNamePrefix"),
+    ({"clusterName": "c", "gresGpu": "h100:x"}, "spec.gresGpu"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field"), INVALID)
+def test_invalid_nodeset_rejected_naming_the_field(installed, kube, namespace, spec, field):
+    body = {
+        "apiVersion": "sunk.coreweave.com/v1alpha1",
+        "kind": "NodeSet",
+        "metadata": {"name": "bad"},
+        "spec": spec,
+    }
+    with pytest.raises(KubeAPIError) as err:
+        kube.create(f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}/nodesets", body)
+    assert err.value.status == 422
+    assert field in str(err.value)
+
+
+def test_cel_rules_are_enforced(installed, kube, namespace):
+    base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}/nodesets"
+    kube.create(
+        base,
+        {
+            "apiVersion": "sunk.coreweave.com/v1alpha1",
+            "kind": "NodeSet",
+            "metadata": {"name": "ok"},
+            "spec": {"clusterName": "c"},
+        },
+    )
+    with pytest.raises(KubeAPIError) as err:
+        kube.patch(f"{base}/ok", {"spec": {"clusterName": "other"}})
+    assert err.value.status == 422 and "spec.clusterName" in str(err.value)
+    assert "is immutable" in str(err.value)
+    clusters = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}/slurmclusters"
+    body = {
+        "apiVersion": "sunk.coreweave.com/v1alpha1",
+        "kind": "SlurmCluster",
+        "metadata": {"name": "c"},
+        "spec": {
+            "clusterName": "c",
+            "compute": {
+                "partitions": [
+                    {"name": "a", "nodeSets": ["x"], "default": True},
+                    {"name": "b", "nodeSets": ["x"], "default": True},
+                ]
+            },
+        },
+    }
+    with pytest.raises(KubeAPIError) as err:
+        kube.create(clusters, body)
+    assert "at most one partition may be the default" in str(err.value)
+    body["spec"]["compute"]["partitions"][1]["default"] = False
+    body["spec"]["accounting"] = {"database": {"type": "external"}}
+    with pytest.raises(KubeAPIError) as err:
+        kube.create(clusters, body)
+    assert "an external accounting database needs external.host" in str(err.value)

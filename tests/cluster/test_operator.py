@@ -1,0 +1,457 @@
+"""The operator on the real API server with kwok Nodes."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.cluster.operator_process import OperatorProcess
+
+REPO = Path(__file__).resolve().parents[2]
+API = "/apis/sunk.coreweave.com/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def op_namespaces(kube, control_plane) -> Iterator[list[str]]:
+    names = [f"op-{uuid.uuid4().hex[:6]}", f"op-{uuid.uuid4().hex[:6]}"]
+    for name in names:
+        kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        control_plane.wait_for(
+            lambda n=name: kube.get(f"/api/v1/namespaces/{n}/serviceaccounts/default"), 30, n
+        )
+    yield names
+    for name in names:
+        kube.delete(f"/api/v1/namespaces/{name}", missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def operator(crds, control_plane, op_namespaces, tmp_path_factory) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(
+        control_plane.kubeconfig,
+        op_namespaces,
+        tmp_path_factory.mktemp("operator"),
+        op_namespaces[0],
+    ).start()
+    proc.wait_leader()
+    yield proc
+    proc.kill(signal.SIGTERM)
+
+
+def cluster_body(name: str, **spec) -> dict:
+    return {
+        "apiVersion": "sunk.coreweave.com/v1alpha1",
+        "kind": "SlurmCluster",
+        "metadata": {"name": name},
+        "spec": {"clusterName": name, "login": {"service": {"type": "ClusterIP"}}, **spec},
+    }
+
+
+def nodeset_body(
+    name: str,
+    cluster: str,
+    pool: str,
+    replicas: int | None = None,
+    tolerations: list | None = None,
+    prefix: str | None = None,
+) -> dict:
+    pod = {
+        "containers": [
+            {
+                "name": "slurmd",
+                "image": "opensunk/slurmd:test",
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "2Gi"},
+                    "limits": {"memory": "6Gi"},
+                },
+            }
+        ],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": [pool]}]}
+                    ]
+                }
+            }
+        },
+    }
+    if tolerations:
+        pod["tolerations"] = tolerations
+    spec = {"clusterName": cluster, "podNamePrefix": prefix or name, "template": {"spec": pod}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {
+        "apiVersion": "sunk.coreweave.com/v1alpha1",
+        "kind": "NodeSet",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def make_nodes(control_plane, pool: str, count: int, third: int, labels=None, taints=()):
+    names = []
+    for i in range(count):
+        name = f"{pool}-{i}"
+        control_plane.create_node(
+            name,
+            labels={"pool": pool, **(labels or {})},
+            taints=taints,
+            capacity={"cpu": 4, "memory": "16Gi"},
+            address=f"127.77.{third}.{i + 1}",
+        )
+        names.append(name)
+    return names
+
+
+def pods_of(kube, ns: str, nodeset: str) -> list[dict]:
+    return kube.list(
+        f"/api/v1/namespaces/{ns}/pods", label_selector=f"sunk.coreweave.com/nodeset={nodeset}"
+    )
+
+
+def status(kube, ns: str, kind: str, name: str) -> dict:
+    return kube.get(f"{API}/namespaces/{ns}/{kind}/{name}").get("status") or {}
+
+
+def test_slurmcluster_objects_and_keys_survive_updates(
+    operator, kube, control_plane, op_namespaces
+):
+    ns = op_namespaces[0]
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("alpha"))
+    get = kube.get
+    control_plane.wait_for(
+        lambda: get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/alpha-controller"),
+        60,
+        "controller StatefulSet",
+    )
+    for kind, name in [
+        ("secrets", "alpha-munge"),
+        ("secrets", "alpha-jwt"),
+        ("secrets", "alpha-db"),
+        ("secrets", "alpha-login-hostkeys"),
+        ("secrets", "alpha-slurmdbd-conf"),
+        ("configmaps", "alpha-slurm-config"),
+        ("configmaps", "alpha-topology"),
+        ("services", "alpha-controller"),
+        ("services", "alpha-login"),
+    ]:
+        control_plane.wait_for(
+            lambda k=kind, n=name: get(f"/api/v1/namespaces/{ns}/{k}/{n}"), 30, f"{kind}/{name}"
+        )
+    for kind, name in [
+        ("statefulsets", "alpha-mariadb"),
+        ("statefulsets", "alpha-login"),
+        ("deployments", "alpha-accounting"),
+        ("deployments", "alpha-rest"),
+    ]:
+        control_plane.wait_for(
+            lambda k=kind, n=name: get(f"/apis/apps/v1/namespaces/{ns}/{k}/{n}"),
+            30,
+            f"{kind}/{name}",
+        )
+    config = get(f"/api/v1/namespaces/{ns}/configmaps/alpha-slurm-config")
+    assert "ClusterName=alpha" in config["data"]["slurm.conf"]
+    ctl = get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/alpha-controller")
+    owner = ctl["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("SlurmCluster", "alpha")
+    first_hash = control_plane.wait_for(
+        lambda: status(kube, ns, "slurmclusters", "alpha").get("configHash"), 30, "configHash"
+    )
+    assert (
+        ctl["spec"]["template"]["metadata"]["annotations"]["sunk.coreweave.com/config-hash"]
+        == first_hash
+    )
+    cluster_status = status(kube, ns, "slurmclusters", "alpha")
+    assert cluster_status["observedGeneration"] == 1
+    assert {c["type"] for c in cluster_status["conditions"]} >= {"Ready", "ControllerReady"}
+    munge = get(f"/api/v1/namespaces/{ns}/secrets/alpha-munge")["data"]
+
+    # An update re-renders the configuration but never the keys.
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/alpha",
+        {"spec": {"slurmConfig": {"MaxJobCount": 20000}}},
+    )
+    control_plane.wait_for(
+        lambda: (
+            status(kube, ns, "slurmclusters", "alpha").get("configHash") not in (None, first_hash)
+        ),
+        30,
+        "new configHash",
+    )
+    assert (
+        "MaxJobCount=20000"
+        in get(f"/api/v1/namespaces/{ns}/configmaps/alpha-slurm-config")["data"]["slurm.conf"]
+    )
+    assert get(f"/api/v1/namespaces/{ns}/secrets/alpha-munge")["data"] == munge
+
+
+def test_fifty_nodes_fifty_pods_scale_down_and_up(operator, kube, control_plane, op_namespaces):
+    ns = op_namespaces[0]
+    pool = f"p{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 50, third=1)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("beta"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("cpu", "beta", pool))
+    control_plane.wait_for(lambda: len(pods_of(kube, ns, "cpu")) == 50 or None, 120, "50 pods")
+    names = sorted(p["metadata"]["name"] for p in pods_of(kube, ns, "cpu"))
+    assert names == sorted(f"cpu-001-{i:03d}" for i in range(1, 51))
+    pod = pods_of(kube, ns, "cpu")[0]
+    assert pod["spec"]["hostname"] == pod["metadata"]["name"]
+    assert {"key": "sunk.coreweave.com/lock", "operator": "Exists", "effect": "NoExecute"} in pod[
+        "spec"
+    ]["tolerations"]
+    node = kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
+    assert node["metadata"]["labels"]["sunk.coreweave.com/nodeset"] == "cpu"
+    control_plane.wait_for(
+        lambda: status(kube, ns, "nodesets", "cpu").get("numberReady") == 50 or None,
+        120,
+        "50 ready",
+    )
+    st = status(kube, ns, "nodesets", "cpu")
+    assert (
+        st["desiredNumberScheduled"],
+        st["numberFeasible"],
+        st["currentNumberScheduled"],
+        st["numberUnavailable"],
+    ) == (50, 50, 50, 0)
+
+    scale = f"{API}/namespaces/{ns}/nodesets/cpu/scale"
+    kube.patch(scale, {"spec": {"replicas": 10}})
+    control_plane.wait_for(
+        lambda: (
+            len([p for p in pods_of(kube, ns, "cpu") if not p["metadata"].get("deletionTimestamp")])
+            == 10
+            or None
+        ),
+        120,
+        "10 pods",
+    )
+    assert kube.get(scale)["spec"]["replicas"] == 10
+    kube.patch(scale, {"spec": {"replicas": 50}})
+    control_plane.wait_for(
+        lambda: status(kube, ns, "nodesets", "cpu").get("numberReady") == 50 or None,
+        120,
+        "back to 50",
+    )
+
+
+def test_tainted_node_without_toleration_is_infeasible(
+    operator, kube, control_plane, op_namespaces
+):
+    ns = op_namespaces[1]
+    pool = f"t{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 2, third=2)
+    make_nodes(control_plane, f"{pool}x", 0, third=2)
+    control_plane.create_node(
+        f"{pool}-tainted",
+        labels={"pool": pool},
+        taints=["dedicated=infra:NoSchedule"],
+        capacity={"cpu": 4, "memory": "16Gi"},
+        address="127.77.2.50",
+    )
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("gamma"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("t", "gamma", pool))
+    control_plane.wait_for(
+        lambda: status(kube, ns, "nodesets", "t").get("numberFeasible") == 2 or None,
+        60,
+        "2 feasible",
+    )
+    time.sleep(2)
+    assert sorted(p["metadata"]["name"] for p in pods_of(kube, ns, "t")) == [
+        "t-002-001",
+        "t-002-002",
+    ]
+    tolerant = nodeset_body(
+        "tol", "gamma", pool, prefix="tol", tolerations=[{"key": "dedicated", "operator": "Exists"}]
+    )
+    tolerant["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]["matchExpressions"].append(
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [f"{pool}-tainted"]}
+    )
+    kube.create(f"{API}/namespaces/{ns}/nodesets", tolerant)
+    control_plane.wait_for(
+        lambda: (
+            [p["metadata"]["name"] for p in pods_of(kube, ns, "tol")] == ["tol-002-050"] or None
+        ),
+        60,
+        "pod on the tainted node",
+    )
+
+
+def test_two_nodesets_racing_for_one_node(operator, kube, control_plane, op_namespaces):
+    ns = op_namespaces[1]
+    pool = f"r{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 1, third=3)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("delta"))
+    for name in ("left", "right"):
+        kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body(name, "delta", pool))
+
+    def settled():
+        pods = pods_of(kube, ns, "left") + pods_of(kube, ns, "right")
+        conflicts = [
+            n
+            for n in ("left", "right")
+            if any(
+                c["type"] == "NodeConflict" and c["status"] == "True"
+                for c in status(kube, ns, "nodesets", n).get("conditions", [])
+            )
+        ]
+        return (pods, conflicts) if len(pods) == 1 and len(conflicts) == 1 else None
+
+    pods, (loser,) = control_plane.wait_for(settled, 60, "one winner, one conflict")
+    winner = pods[0]["metadata"]["labels"]["sunk.coreweave.com/nodeset"]
+    assert loser != winner
+    events = kube.list(
+        f"/api/v1/namespaces/{ns}/events", field_selector=f"involvedObject.name={loser}"
+    )
+    assert any(e["reason"] == "NodeConflict" and winner in e["message"] for e in events)
+
+
+def test_node_label_change_rerenders_topology(operator, kube, control_plane, op_namespaces):
+    ns = op_namespaces[1]
+    pool = f"l{uuid.uuid4().hex[:5]}"
+    labels = {
+        "ib.coreweave.cloud/fabric": "fab1",
+        "ib.coreweave.cloud/superpod": "sp1",
+        "ib.coreweave.cloud/leafgroup": "leafA",
+    }
+    nodes = make_nodes(control_plane, pool, 2, third=4, labels=labels)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("eps"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("topo", "eps", pool))
+    path = f"/api/v1/namespaces/{ns}/configmaps/eps-topology"
+
+    def topology_has(text):
+        def check():
+            try:
+                data = kube.get(path)["data"]["topology.conf"]
+            except Exception:
+                return None
+            return data if text in data else None
+
+        return check
+
+    control_plane.wait_for(
+        topology_has("SwitchName=fab1-sp1-leafA Nodes=topo-004-[001-002]"), 90, "tree topology"
+    )
+    kube.patch(
+        f"/api/v1/nodes/{nodes[1]}",
+        {"metadata": {"labels": {"ib.coreweave.cloud/leafgroup": "leafB"}}},
+    )
+    text = control_plane.wait_for(
+        topology_has("SwitchName=fab1-sp1-leafB Nodes=topo-004-002"), 90, "re-rendered topology"
+    )
+    assert "SwitchName=fab1-sp1-leafA Nodes=topo-004-001" in text
+
+
+def test_sigkill_mid_reconcile_converges_then_steady_state_makes_no_writes(
+    operator, kube, control_plane, op_namespaces
+):
+    ns = op_namespaces[0]
+    pool = f"k{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 30, third=5)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("zeta"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("kill", "zeta", pool))
+    control_plane.wait_for(lambda: len(pods_of(kube, ns, "kill")) >= 3 or None, 60, "some pods")
+    operator.kill(signal.SIGKILL)  # mid-reconcile: pods are still being created
+    operator.start()
+    operator.wait_leader(timeout=90)  # the dead holder's lease must expire first
+    control_plane.wait_for(
+        lambda: status(kube, ns, "nodesets", "kill").get("numberReady") == 30 or None,
+        120,
+        "30 ready after restart",
+    )
+    assert len(pods_of(kube, ns, "kill")) == 30
+    secrets = kube.list(
+        f"/api/v1/namespaces/{ns}/secrets", label_selector="sunk.coreweave.com/cluster=zeta"
+    )
+    assert sorted(s["metadata"]["name"] for s in secrets) == [
+        "zeta-db",
+        "zeta-jwt",
+        "zeta-login-hostkeys",
+        "zeta-munge",
+        "zeta-slurmdbd-conf",
+    ]
+
+    # Steady state: let everything settle, then count the operator's API writes over 30 s.
+    time.sleep(10)
+    versions = {
+        o["metadata"]["uid"]: o["metadata"]["resourceVersion"]
+        for kind in ("pods", "secrets", "configmaps", "services")
+        for o in kube.list(f"/api/v1/namespaces/{ns}/{kind}")
+    }
+    before = operator.writes()
+    time.sleep(30)
+    assert operator.writes() == before
+    after = {
+        o["metadata"]["uid"]: o["metadata"]["resourceVersion"]
+        for kind in ("pods", "secrets", "configmaps", "services")
+        for o in kube.list(f"/api/v1/namespaces/{ns}/{kind}")
+    }
+    assert after == versions
+
+
+def test_keys_survive_operator_restart(operator, kube, op_namespaces):
+    ns = op_namespaces[0]
+    munge = kube.get(f"/api/v1/namespaces/{ns}/secrets/alpha-munge")["data"]["munge.key"]
+    assert len(base64.b64decode(munge)) == 1024
+    operator.kill(signal.SIGTERM)
+    operator.start()
+    operator.wait_leader(timeout=90)
+    time.sleep(5)
+    assert kube.get(f"/api/v1/namespaces/{ns}/secrets/alpha-munge")["data"]["munge.key"] == munge
+
+
+def test_chart_rendered_cluster_is_accepted(operator, kube, control_plane, op_namespaces, helm):
+    """The slurm chart's own output (not hand-made bodies) is what the operator consumes."""
+    import subprocess
+
+    ns = op_namespaces[1]
+    out = subprocess.run(
+        [
+            helm,
+            "template",
+            "slurm",
+            str(REPO / "charts/slurm"),
+            "-n",
+            ns,
+            "-f",
+            str(REPO / "examples/external-db.yaml"),
+            "--set",
+            "compute.nodes.cpu.affinity.nodeAffinity."
+            "requiredDuringSchedulingIgnoredDuringExecution."
+            "nodeSelectorTerms[0].matchExpressions[0].key=pool",
+            "--set",
+            "compute.nodes.cpu.affinity.nodeAffinity."
+            "requiredDuringSchedulingIgnoredDuringExecution."
+            "nodeSelectorTerms[0].matchExpressions[0].operator=DoesNotExist",
+            "--set",
+            "login.service.type=ClusterIP",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for doc in yaml.safe_load_all(out):
+        if doc and doc["kind"] in ("SlurmCluster", "NodeSet"):
+            plural = "slurmclusters" if doc["kind"] == "SlurmCluster" else "nodesets"
+            kube.create(f"{API}/namespaces/{ns}/{plural}", doc)
+    cond = control_plane.wait_for(
+        lambda: next(
+            (
+                c
+                for c in status(kube, ns, "slurmclusters", "extdb").get("conditions", [])
+                if c["type"] == "AccountingReady"
+            ),
+            None,
+        ),
+        60,
+        "AccountingReady condition",
+    )
+    # The external password Secret does not exist: the operator says so instead of guessing.
+    assert cond["status"] == "False" and "slurm-db" in cond["message"]
