@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv.paths import cache_dir
+from sunk.devenv.paths import cache_dir, tools_dir
 
 KUBERNETES_VERSION = "v1.37.2"
 # etcd 3.6 is the server line Kubernetes 1.37 is tested against; its client (v3.7) is compatible.
@@ -38,6 +38,17 @@ KUBE_TOOLS = (*KUBE_COMMANDS, "etcd", "kwok")
 
 # Linking kube-apiserver takes a few GiB; two parallel compile jobs keep peak memory bounded.
 GO_BUILD_PARALLELISM = "2"
+# kwok's controller needs Stage objects (it has no built-in defaults; kwokctl writes them into
+# its config). We assemble the same default set kwokctl uses -- node-initialize,
+# node-heartbeat-with-lease, pod-ready/complete/delete -- from the pinned kwok module's source.
+KWOK_STAGE_FILES = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)
+KWOK_STAGES_NAME = "kwok-stages.yaml"
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/src/", re.MULTILINE)
 
 
@@ -197,6 +208,28 @@ def build_one(build: Build) -> Path:
     return target
 
 
+def kwok_stages_link() -> Path:
+    """Where the kwok default stages are linked (``.tools/share/kwok-stages.yaml``)."""
+    return tools_dir() / "share" / KWOK_STAGES_NAME
+
+
+def build_kwok_stages() -> Path:
+    target = cache_dir() / "kwok" / KWOK_VERSION / KWOK_STAGES_NAME
+    if target.exists():
+        return target
+    work = _prepare_wrapper(next(b for b in builds() if b.tool == "kwok"))
+    info = json.loads(_go(["mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], work))
+    source = Path(info["Dir"])
+    docs = [
+        f"# from sigs.k8s.io/kwok@{KWOK_VERSION}/{name}\n" + (source / name).read_text()
+        for name in KWOK_STAGE_FILES
+    ]
+    tmp = target.with_name(f".{target.name}.partial")
+    tmp.write_text("---\n".join(doc if doc.endswith("\n") else doc + "\n" for doc in docs))
+    tmp.replace(target)
+    return target
+
+
 def install_kube() -> None:
     """The ``kube`` toolchain component: etcd, kube-apiserver, kube-controller-manager,
     kube-scheduler and kwok."""
@@ -210,6 +243,12 @@ def install_kube() -> None:
         )
     for build in builds():
         link_into_bin(build_one(build), build.tool)
+    stages = build_kwok_stages()
+    link = kwok_stages_link()
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(stages)
 
 
 def description() -> str:
