@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from sunk.devenv.controlplane import KubeAPIError
 
 REPO = Path(__file__).resolve().parents[2]

