@@ -69,3 +69,58 @@ def namespace(control_plane: ControlPlane, kube: KubeClient) -> Iterator[str]:
 def unique() -> str:
     """A short suffix for cluster-scoped names (Nodes) so tests do not collide."""
     return uuid.uuid4().hex[:6]
+
+
+class Helm:
+    """The real helm against the test control plane."""
+
+    def __init__(self, binary: str, kubeconfig: Path):
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def __call__(self, *args: str):
+        import subprocess
+
+        proc = subprocess.run(
+            [self.binary, "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+
+SUNK_NS = "sunk-system-test"
+CRDS = ("slurmclusters.sunk.coreweave.com", "nodesets.sunk.coreweave.com")
+
+
+def _established(kube: KubeClient, crd: str) -> bool:
+    body = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in body.get("status", {}).get("conditions", [])
+    )
+
+
+@pytest.fixture(scope="session")
+def sunk_chart(helm: str, control_plane: ControlPlane, kube: KubeClient) -> Helm:
+    """The `sunk` chart installed once per session with the real helm; CRDs Established."""
+    run = Helm(helm, control_plane.kubeconfig)
+    run(
+        "upgrade",
+        "--install",
+        "sunk",
+        str(HERE.parents[1] / "charts/sunk"),
+        "-n",
+        SUNK_NS,
+        "--create-namespace",
+    )
+    for crd in CRDS:
+        control_plane.wait_for(lambda c=crd: _established(kube, c), 60, f"{crd} Established")
+    return run
+
+
+@pytest.fixture(scope="session")
+def crds(sunk_chart: Helm) -> None:
+    """Our CRDs are installed (through the sunk chart)."""

@@ -2,66 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from sunk.devenv.controlplane import KubeAPIError
+from tests.cluster.conftest import SUNK_NS, Helm
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
-CRDS = ("slurmclusters.sunk.coreweave.com", "nodesets.sunk.coreweave.com")
-SUNK_NS = "sunk-system-test"
-
-
-class Helm:
-    """The real helm against the test control plane."""
-
-    def __init__(self, binary: str, kubeconfig: Path):
-        self.binary, self.kubeconfig = binary, kubeconfig
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess:
-        proc = subprocess.run(
-            [self.binary, "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc
-
-    def nodesets_in(self, example: Path) -> int:
-        out = self("template", "slurm", str(REPO / "charts/slurm"), "-f", str(example)).stdout
-        return sum(1 for doc in yaml.safe_load_all(out) if doc and doc["kind"] == "NodeSet")
-
-
-def _established(kube, crd: str) -> bool:
-    body = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
-    return any(
-        c["type"] == "Established" and c["status"] == "True"
-        for c in body.get("status", {}).get("conditions", [])
-    )
 
 
 @pytest.fixture(scope="module")
-def installed(helm, control_plane, kube) -> Helm:
-    """The `sunk` chart installed once; its CRDs Established."""
-    run = Helm(helm, control_plane.kubeconfig)
-    run(
-        "upgrade",
-        "--install",
-        "sunk",
-        str(REPO / "charts/sunk"),
-        "-n",
-        SUNK_NS,
-        "--create-namespace",
-    )
-    for crd in CRDS:
-        control_plane.wait_for(lambda c=crd: _established(kube, c), 60, f"{crd} Established")
-    return run
+def installed(sunk_chart) -> Helm:
+    return sunk_chart
 
 
 def test_operator_objects_stored(installed, kube):
@@ -76,7 +31,9 @@ def test_slurm_release_for_every_example(installed, kube, namespace, example):
     installed("install", "slurm", str(REPO / "charts/slurm"), "-n", namespace, "-f", str(example))
     base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}"
     assert len(kube.list(f"{base}/slurmclusters")) == 1
-    assert len(kube.list(f"{base}/nodesets")) == installed.nodesets_in(example)
+    rendered = installed("template", "slurm", str(REPO / "charts/slurm"), "-f", str(example))
+    expected = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "NodeSet"]
+    assert len(kube.list(f"{base}/nodesets")) == len(expected)
 
 
 def test_upgrade_and_uninstall_leave_nothing_of_the_release(installed, kube, namespace):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from tests.cluster.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ def op_namespaces(kube, control_plane) -> Iterator[list[str]]:
     for name in names:
         kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
         control_plane.wait_for(
-            lambda n=name: kube.get(f"/api/v1/namespaces/{n}/serviceaccounts/default"), 30, n
+            lambda n=name: kube.get(f"/api/v1/namespaces/{n}/serviceaccounts/default"), 30, name
         )
     yield names
     for name in names:

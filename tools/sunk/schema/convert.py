@@ -17,6 +17,12 @@ Dialect = Literal["values", "crd"]
 _NULL = {"type": "null"}
 _DROP = {"title"}
 _PERCENT = r"^[0-9]+%$"
+# The only anyOf a structural schema allows: exactly Kubernetes' IntOrString (no patterns
+# inside — the apiserver rejects them; the values schema and our models check formats).
+_CRD_INT_OR_STRING = {
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+}
 
 
 def convert(schema: dict[str, Any], dialect: Dialect) -> dict[str, Any]:
@@ -104,10 +110,7 @@ class _Converter:
 
     def _quantity(self) -> dict[str, Any]:
         if self.dialect == "crd":
-            return {
-                "x-kubernetes-int-or-string": True,
-                "anyOf": [{"type": "integer"}, {"type": "string", "pattern": QUANTITY_PATTERN}],
-            }
+            return dict(_CRD_INT_OR_STRING)
         return {
             "anyOf": [
                 {"type": "string", "pattern": QUANTITY_PATTERN},
@@ -117,10 +120,7 @@ class _Converter:
 
     def _int_or_string(self) -> dict[str, Any]:
         if self.dialect == "crd":
-            return {
-                "x-kubernetes-int-or-string": True,
-                "anyOf": [{"type": "integer"}, {"type": "string", "pattern": _PERCENT}],
-            }
+            return dict(_CRD_INT_OR_STRING)
         return {
             "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": _PERCENT}]
         }
