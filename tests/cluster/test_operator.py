@@ -311,7 +311,7 @@ def test_two_nodesets_racing_for_one_node(operator, kube, control_plane, op_name
     events = kube.list(
         f"/api/v1/namespaces/{ns}/events", field_selector=f"involvedObject.name={loser}"
     )
-    assert any(e["reason"] == "NodeConflict" and winner in e["message"] for e in events)
+    assert any(e["reason"] == "NodeConflict" and winner in e["message"] for e in events), events
 
 
 def test_node_label_change_rerenders_topology(operator, kube, control_plane, op_namespaces):
