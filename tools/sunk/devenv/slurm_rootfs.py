@@ -75,7 +75,8 @@ def installed(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> Slurm
     except (OSError, ValueError):
         return None
     root = base / "root"
-    if not (root / "usr/sbin/slurmctld").exists():
+    # Absolute symlinks (Debian alternatives) inside the root: check the link, not its target.
+    if not os.path.lexists(root / "usr/sbin/slurmctld"):
         return None
     return SlurmRootfs(
         root=root,
