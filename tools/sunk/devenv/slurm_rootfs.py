@@ -40,6 +40,16 @@ PACKAGES: tuple[str, ...] = (
 SLURM_SERIES = "24.11"
 STAMP = "stamp.json"
 
+# trixie's libmariadb3 (1:11.8.x, MariaDB Connector/C 3.4.10) breaks slurmdbd 24.11.5: its first
+# query fails with "mysql_query failed: 5027 Number of columns in result (=1) set execeeds
+# maxmimum allowed number of columns (=0)" and slurmdbd exits with "fatal:
+# _check_mysql_concat_is_sane: null result from query `select @var := concat('');`".  The
+# bookworm connector (3.3.x) works; it is unpacked beside the system one and only slurmdbd is
+# pointed at it (LD_LIBRARY_PATH=MARIADB_COMPAT_DIR, see slurm_runtime).
+MARIADB_COMPAT_SUITE = "bookworm"
+MARIADB_COMPAT_PACKAGE = "libmariadb3"
+MARIADB_COMPAT_DIR = "/opt/sunk/mariadb-compat/lib"
+
 
 class SlurmRootfsError(RuntimeError):
     """The Slurm root could not be built or is unusable; the message says why."""
@@ -56,7 +66,8 @@ class SlurmRootfs:
 
 
 def rootfs_key(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> str:
-    digest = hashlib.sha256("\n".join([VARIANT, *sorted(packages)]).encode()).hexdigest()[:12]
+    parts = [VARIANT, *sorted(packages), f"compat:{MARIADB_COMPAT_PACKAGE}/{MARIADB_COMPAT_SUITE}"]
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
     return f"{suite}-{digest}"
 
 
@@ -214,6 +225,53 @@ def _check_version(version: str | None) -> str:
     return version
 
 
+def _install_mariadb_compat(root: Path, mirror: str, base: Path) -> str:
+    """Unpack the bookworm MariaDB client library into MARIADB_COMPAT_DIR; returns its version."""
+    scratch = root / "tmp/sunk-compat"
+    shutil.rmtree(scratch, ignore_errors=True)
+    (scratch / "lists/partial").mkdir(parents=True)
+    (scratch / "sources.list").write_text(f"deb {mirror} {MARIADB_COMPAT_SUITE} main\n")
+    inside = "/tmp/sunk-compat"
+    apt_opts = [
+        f"-oDir::Etc::SourceList={inside}/sources.list",
+        "-oDir::Etc::SourceParts=-",
+        f"-oDir::State::Lists={inside}/lists",
+        f"-oDir::Cache={inside}/cache",
+        "-oAPT::Sandbox::User=root",
+        "-qq",
+    ]
+    with (base / "compat.log").open("w") as fh:
+        for cmd in (
+            ["apt-get", *apt_opts, "update"],
+            ["sh", "-c", f"cd {inside} && apt-get {' '.join(apt_opts)} download "
+             f"{MARIADB_COMPAT_PACKAGE}/{MARIADB_COMPAT_SUITE}"],
+        ):  # fmt: skip
+            proc = subprocess.run(
+                ["chroot", str(root), *cmd], stdout=fh, stderr=subprocess.STDOUT, check=False
+            )
+            if proc.returncode != 0:
+                raise SlurmRootfsError(
+                    f"fetching {MARIADB_COMPAT_PACKAGE} from {MARIADB_COMPAT_SUITE} failed; "
+                    f"log {base / 'compat.log'}"
+                )
+    debs = sorted(scratch.glob(f"{MARIADB_COMPAT_PACKAGE}_*.deb"))
+    if not debs:
+        raise SlurmRootfsError(f"{MARIADB_COMPAT_PACKAGE} .deb not downloaded")
+    unpacked = scratch / "x"
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(unpacked)], check=True)
+    version = subprocess.run(
+        ["dpkg-deb", "-f", str(debs[0]), "Version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    libs = list(unpacked.glob("usr/lib/*/libmariadb.so.3"))
+    if not libs:
+        raise SlurmRootfsError(f"libmariadb.so.3 not found in {debs[0].name}")
+    target = root / MARIADB_COMPAT_DIR.lstrip("/")
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(libs[0], target / "libmariadb.so.3")
+    shutil.rmtree(scratch, ignore_errors=True)
+    return version
+
+
 def install(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> SlurmRootfs:
     """Build the root unless a completed one is cached; idempotent."""
     done = installed(suite, packages)
@@ -250,6 +308,7 @@ def install(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> SlurmRo
             + "\n".join(tail)
         )
     version = _check_version(dpkg_version(root, "slurm-wlm"))
+    compat_version = _install_mariadb_compat(root, mirror, base)
     # Nothing in the root should start services or keep state from the build.
     for leftover in ("etc/munge/munge.key",):
         (root / leftover).unlink(missing_ok=True)
@@ -260,6 +319,12 @@ def install(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> SlurmRo
         "packages": list(packages),
         "slurm_version": version,
         "versions": versions,
+        "mariadb_compat": {
+            "package": MARIADB_COMPAT_PACKAGE,
+            "suite": MARIADB_COMPAT_SUITE,
+            "version": compat_version,
+            "dir": MARIADB_COMPAT_DIR,
+        },
     }
     tmp = base / (STAMP + ".tmp")
     tmp.write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")

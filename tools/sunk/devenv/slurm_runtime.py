@@ -632,9 +632,12 @@ class SlurmRuntime:
         self.run("mariadb", "--protocol=socket", input="\n".join(sql), check=True)
 
     def _start_slurmdbd(self) -> None:
-        d = self._spawn(
-            "slurmdbd", self.ctl_netns, self.controller_host, ["/usr/sbin/slurmdbd", "-D", "-v"]
-        )
+        assert self.root is not None
+        cmd = ["/usr/sbin/slurmdbd", "-D", "-v"]
+        compat = slurm_rootfs.MARIADB_COMPAT_DIR
+        if (self.root / compat.lstrip("/") / "libmariadb.so.3").exists():
+            cmd = ["env", f"LD_LIBRARY_PATH={compat}", *cmd]
+        d = self._spawn("slurmdbd", self.ctl_netns, self.controller_host, cmd)
 
         def probe():
             p = self.run("sacctmgr", "-n", "-P", "show", "cluster", timeout=30)
@@ -642,11 +645,27 @@ class SlurmRuntime:
 
         self._wait("slurmdbd", probe, d, None)
 
-    def _start_slurmctld(self) -> None:
-        d = self._spawn(
-            "slurmctld", self.ctl_netns, self.controller_host,
-            ["/usr/sbin/slurmctld", "-D", "-i", "-v"],
-        )  # fmt: skip
+    def restart_controller(self, files: Mapping[str, str | bytes] | None = None) -> None:
+        """Stop slurmctld, optionally replace config files, start it again from its saved state.
+
+        Needed for changes ``scontrol reconfigure`` cannot apply (e.g. ``TopologyPlugin``).
+        """
+        d = getattr(self, "_slurmctld", None)
+        if d is not None:
+            self._stop(d)
+            self._daemons.remove(d)
+        if files:
+            self.write_files(files)
+        self._start_slurmctld(clear_state=False)
+        if self.nodes:
+            # Configless slurmd keep the config they fetched; push the new one to them.
+            self.reconfigure()
+
+    def _start_slurmctld(self, clear_state: bool = True) -> None:
+        cmd = ["/usr/sbin/slurmctld", "-D", "-v"]
+        if clear_state:
+            cmd.insert(2, "-i")
+        d = self._spawn("slurmctld", self.ctl_netns, self.controller_host, cmd)
         self._slurmctld = d
 
         def probe():
