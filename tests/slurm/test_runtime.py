@@ -117,21 +117,29 @@ def test_topology_change_applies_on_reconfigure(slurm_cluster: SlurmRuntime) -> 
 
 
 def test_block_topology_after_controller_restart(slurm_cluster: SlurmRuntime, slurm_config) -> None:
-    # topology/block cannot be loaded while its nodes are unknown (see the module below), and
-    # TopologyPlugin changes need a restart: switch plugins once the dynamic nodes exist.
+    """topology/block in stock 24.11 with dynamic configless nodes: slurmctld accepts it once
+    the nodes exist (TopologyPlugin changes need a restart), but every slurmd that receives it
+    dies, since a dynamic slurmd knows only itself and any block without it is fatal.  Runs
+    last on the shared cluster because it kills the nodes."""
     files = slurm_config(
         slurm_cluster,
         accounting=True,
         topology_plugin="topology/block",
         topology=(DATA / "topology-block.conf").read_text(),
     )
-    slurm_cluster.restart_controller(files)
+    slurm_cluster.restart_controller(files, push_to_nodes=False)
     topo = _topology(slurm_cluster)
     assert set(topo) == {"nvl-a", "nvl-b"}
     assert "Nodes=cpu-[0-1]" in topo["nvl-a"]
-    slurm_cluster.wait_nodes_idle(NODES)
-    proc = slurm_cluster.run("srun", "-N2", "-p", "cpu", "hostname", timeout=180, check=True)
-    assert sorted(proc.stdout.split()) == ["cpu-0", "cpu-1"]
+    assert "Nodes=gpu-0" in topo["nvl-b"]
+
+    slurm_cluster.run("scontrol", "reconfigure", check=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(slurm_cluster.node_running(n) for n in NODES):
+        time.sleep(0.5)
+    for name in NODES:
+        assert not slurm_cluster.node_running(name)
+        assert "children count lower than bblock_node_cnt" in slurm_cluster.node_log(name)
 
 
 def test_mixed_tree_and_block_file_is_fatal_for_24_11(slurm_runtime, slurm_config) -> None:
@@ -141,3 +149,40 @@ def test_mixed_tree_and_block_file_is_fatal_for_24_11(slurm_runtime, slurm_confi
     files = slurm_config(slurm_runtime, topology_plugin="topology/tree", topology=mixed)
     with pytest.raises(SlurmRuntimeError, match="unrecognized key: BlockName"):
         slurm_runtime.start(files)
+
+
+def test_killed_run_is_cleaned_up_by_the_next(slurm_rootfs_path: Path, tmp_path: Path) -> None:
+    """A run killed without close() leaves mounts, namespaces and daemons; the next runtime's
+    start() (via cleanup_stale) removes them."""
+    import subprocess
+    import sys
+
+    from sunk.devenv.slurm_runtime import cleanup_stale
+
+    script = f"""
+import sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from conftest import render_test_config
+from sunk.devenv.slurm_runtime import SlurmRuntime
+rt = SlurmRuntime({str(slurm_rootfs_path)!r})
+rt.start(render_test_config(rt))
+rt.add_node("cpu-0", "Features=cpu CPUs=1 RealMemory=500", wait=True)
+print(rt.workdir, rt.ctl_netns, flush=True)
+time.sleep(600)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        workdir, netns = proc.stdout.readline().split()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert Path(workdir, "root/usr/sbin/slurmctld-wlm").exists(), "overlay still mounted"
+    assert netns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert Path(workdir) in cleanup_stale()
+    assert not Path(workdir).exists()
+    assert (
+        netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    )
+    with open("/proc/self/mountinfo") as fh:
+        assert workdir not in fh.read()

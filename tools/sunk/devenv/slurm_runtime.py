@@ -272,6 +272,7 @@ class SlurmRuntime:
         if "slurm.conf" not in files:
             raise SlurmRuntimeError("files must contain slurm.conf")
         self._started = True
+        cleanup_stale()
         self._accounting = "slurmdbd.conf" in files if accounting is None else accounting
         try:
             self._setup_root()
@@ -334,6 +335,7 @@ class SlurmRuntime:
                 shutil.rmtree(self.workdir / sub, ignore_errors=True)
             (self.workdir / sub).mkdir(exist_ok=True)
         self.root = self.workdir / "root"
+        (self.workdir / "owner").write_text(_owner_token(os.getpid()))
         opts = (
             f"lowerdir={self.rootfs},upperdir={self.workdir / 'upper'},"
             f"workdir={self.workdir / 'work'}"
@@ -359,10 +361,16 @@ class SlurmRuntime:
             raise SlurmRuntimeError(f"user {user!r} does not exist in the Slurm root")
         return self._uids[user]
 
-    def _setup_network(self) -> None:
-        ns = self.ctl_netns
+    def _add_netns(self, ns: str) -> None:
+        assert self.workdir is not None
+        with (self.workdir / "netns").open("a") as fh:
+            fh.write(ns + "\n")
         _check(["ip", "netns", "add", ns])
         self._netns.append(ns)
+
+    def _setup_network(self) -> None:
+        ns = self.ctl_netns
+        self._add_netns(ns)
         _check(["ip", "-n", ns, "link", "set", "lo", "up"])
         _check(["ip", "-n", ns, "link", "add", "br0", "type", "bridge"])
         _check(
@@ -375,8 +383,7 @@ class SlurmRuntime:
 
     def _add_node_netns(self, node: SlurmNode) -> None:
         ns = node.netns
-        _check(["ip", "netns", "add", ns])
-        self._netns.append(ns)
+        self._add_netns(ns)
         _check(["ip", "-n", ns, "link", "set", "lo", "up"])
         port = f"n{len(self._netns)}"
         _check(
@@ -645,10 +652,14 @@ class SlurmRuntime:
 
         self._wait("slurmdbd", probe, d, None)
 
-    def restart_controller(self, files: Mapping[str, str | bytes] | None = None) -> None:
+    def restart_controller(
+        self, files: Mapping[str, str | bytes] | None = None, *, push_to_nodes: bool = True
+    ) -> None:
         """Stop slurmctld, optionally replace config files, start it again from its saved state.
 
         Needed for changes ``scontrol reconfigure`` cannot apply (e.g. ``TopologyPlugin``).
+        With ``push_to_nodes`` a ``scontrol reconfigure`` then hands the new config to the
+        configless slurmd (which otherwise keep the one they fetched).
         """
         d = getattr(self, "_slurmctld", None)
         if d is not None:
@@ -657,7 +668,7 @@ class SlurmRuntime:
         if files:
             self.write_files(files)
         self._start_slurmctld(clear_state=False)
-        if self.nodes:
+        if self.nodes and push_to_nodes:
             # Configless slurmd keep the config they fetched; push the new one to them.
             self.reconfigure()
 
@@ -722,6 +733,15 @@ class SlurmRuntime:
             self._daemons.remove(node.daemon)
         self.run("scontrol", "delete", f"nodename={name}")
 
+    def node_log(self, name: str) -> str:
+        """The stdout/stderr of node ``name``'s slurmd (it logs there in the foreground)."""
+        daemon = self.nodes[name].daemon
+        return daemon.log.read_text(errors="replace") if daemon else ""
+
+    def node_running(self, name: str) -> bool:
+        daemon = self.nodes[name].daemon
+        return daemon is not None and daemon.proc.poll() is None
+
     def node_states(self) -> dict[str, str]:
         p = self.run("sinfo", "-h", "-N", "-o", "%N|%T")
         states = {}
@@ -777,6 +797,50 @@ class SlurmRuntime:
 
         self._wait(f"job {job_id}", probe, getattr(self, "_slurmctld", None), timeout)
         return state
+
+
+def _owner_token(pid: int) -> str:
+    """``pid starttime``: identifies a process even after its pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def cleanup_stale(base: Path | str | None = None) -> list[Path]:
+    """Tear down what runs killed without :meth:`SlurmRuntime.close` left behind.
+
+    Looks at ``sunk-slurm-*`` work directories (in ``base``, default the temp dir) whose owning
+    process is gone: kills processes chrooted there, unmounts, deletes the recorded network
+    namespaces and the directory.  Returns the directories removed.
+    """
+    removed = []
+    for wd in sorted(Path(base or tempfile.gettempdir()).glob("sunk-slurm-*")):
+        owner = wd / "owner"
+        try:
+            token = owner.read_text().strip()
+        except OSError:
+            continue  # not ours, or still being set up
+        pid = token.split()[0] if token else ""
+        if pid.isdigit() and _owner_token(int(pid)) == token:
+            continue  # its owner is alive
+        root = str(wd / "root")
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(entry / "root") == root:
+                        os.kill(int(entry.name), signal.SIGKILL)
+        subprocess.run(["umount", "-R", "-l", root], capture_output=True, check=False)
+        with contextlib.suppress(OSError):
+            for ns in (wd / "netns").read_text().split():
+                subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
+        with open("/proc/self/mountinfo") as fh:
+            busy = any(line.split()[4].startswith(str(wd) + "/") for line in fh)
+        if not busy:
+            shutil.rmtree(wd, ignore_errors=True)
+            removed.append(wd)
+    return removed
 
 
 def _sql(value: str) -> str:
