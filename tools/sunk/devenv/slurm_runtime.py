@@ -155,6 +155,8 @@ class SlurmRuntime:
         self._started = False
         self._accounting = False
         self._uids: dict[str, tuple[int, int]] = {}
+        self._reserved: dict[str, str] = {}
+        self._slurmctld: _Daemon | None = None
 
     # --- addresses the caller renders into its config ------------------------------------
 
@@ -193,9 +195,7 @@ class SlurmRuntime:
         return self._reserve_addr(name)
 
     def _reserve_addr(self, name: str) -> str:
-        reserved = getattr(self, "_reserved", None)
-        if reserved is None:
-            reserved = self._reserved = {}
+        reserved = self._reserved
         if name not in reserved:
             if not self._free_addrs:
                 raise SlurmRuntimeError(f"subnet {self._net} has no free address for {name}")
@@ -620,7 +620,7 @@ class SlurmRuntime:
         With ``push_to_nodes`` a ``scontrol reconfigure`` then hands the new config to the
         configless slurmd (which otherwise keep the one they fetched).
         """
-        d = getattr(self, "_slurmctld", None)
+        d = self._slurmctld
         if d is not None:
             self._stop(d)
             self._daemons.remove(d)
@@ -724,7 +724,7 @@ class SlurmRuntime:
             bad = {n: states.get(n, "absent") for n in wanted if states.get(n) != "idle"}
             return not bad, f"not idle: {bad}"
 
-        self._wait(f"nodes {wanted} idle", probe, getattr(self, "_slurmctld", None), timeout)
+        self._wait(f"nodes {wanted} idle", probe, self._slurmctld, timeout)
 
     def reconfigure(self, files: Mapping[str, str | bytes] | None = None) -> None:
         """Optionally replace config files, then ``scontrol reconfigure`` and wait for the
@@ -754,7 +754,7 @@ class SlurmRuntime:
             }  # fmt: skip
             return done, f"job {job_id} {state}"
 
-        self._wait(f"job {job_id}", probe, getattr(self, "_slurmctld", None), timeout)
+        self._wait(f"job {job_id}", probe, self._slurmctld, timeout)
         return state
 
 
