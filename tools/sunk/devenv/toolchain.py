@@ -142,6 +142,19 @@ def install_kubeconform() -> None:
     go_install(f"{KUBECONFORM_MODULE}/cmd/kubeconform", KUBECONFORM_VERSION, "kubeconform")
 
 
+def install_slurm() -> None:
+    from sunk.devenv import slurm_rootfs
+
+    if os.geteuid() != 0 and slurm_rootfs.installed() is None:
+        # Not fatal for `make setup` as a normal user: the slurm test tier skips and says why.
+        log("slurm: skipped, building the Slurm root needs root (debootstrap, chroot)")
+        return
+    try:
+        slurm_rootfs.install()
+    except slurm_rootfs.SlurmRootfsError as exc:
+        raise ToolchainError(f"slurm: {exc}") from exc
+
+
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
@@ -152,6 +165,9 @@ COMPONENTS: dict[str, Component] = {
             "kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)", install_kubeconform
         ),
         Component("kube", kube_build.description(), kube_build.install_kube),
+        Component(
+            "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
+        ),
     )
 }
 
