@@ -47,7 +47,9 @@ def test_configless_dynamic_basics():
     assert "SlurmctldHost=ctl-0(10.0.0.1)" in lines
     assert "SlurmctldParameters=enable_configless" in lines
     assert "ReturnToService=2" in lines
-    assert "AuthType=auth/munge" in lines and "AuthAltTypes=auth/jwt" in lines
+    assert "AuthType=auth/munge" in lines
+    assert not any(line.startswith("AuthAlt") for line in lines)  # jwt.enabled is off
+    assert not any(line.startswith("TopologyPlugin") for line in lines)  # no labelled Node yet
     assert "NodeSet=cpu Feature=cpu" in lines
     # (16Gi - 4Gi reserved) / 4 CPUs = 3072 MiB per CPU; the only group is the default.
     assert "PartitionName=cpu Nodes=cpu Default=YES DefMemPerCPU=3072 State=UP" in lines
@@ -159,24 +161,34 @@ def test_topology_tree_and_block():
     ]
 
 
+def test_jwt_when_enabled():
+    lines = conf_lines(render(cluster(jwt={"enabled": True}), [nodeset("g")]))
+    assert "AuthAltTypes=auth/jwt" in lines
+    assert "AuthAltParameters=jwt_key=/etc/slurm/jwt/jwt.key" in lines
+
+
+def _placed(leaf: str) -> list[Placement]:
+    return [
+        Placement(
+            "g-000-001",
+            {
+                "ib.coreweave.cloud/fabric": "f",
+                "ib.coreweave.cloud/superpod": "s",
+                "ib.coreweave.cloud/leafgroup": leaf,
+            },
+        )
+    ]
+
+
 def test_hash_ignores_hot_reloadable_topology_only():
-    base = render(nodesets=[nodeset("g")])
-    moved = render(
-        nodesets=[nodeset("g")],
-        placements=[
-            Placement(
-                "g-000-001",
-                {
-                    "ib.coreweave.cloud/fabric": "f",
-                    "ib.coreweave.cloud/superpod": "s",
-                    "ib.coreweave.cloud/leafgroup": "l",
-                },
-            )
-        ],
-    )
+    base = render(nodesets=[nodeset("g")], placements=_placed("l1"))
+    moved = render(nodesets=[nodeset("g")], placements=_placed("l2"))
+    assert "TopologyPlugin=topology/tree" in conf_lines(base)
     assert base.files["topology.conf"] != moved.files["topology.conf"]
     assert base.config_hash == moved.config_hash
-    bigger = render(nodesets=[nodeset("g", memory="32Gi")])
+    # The first labelled Node switches the plugin on: slurmctld must restart for that.
+    assert render(nodesets=[nodeset("g")]).config_hash != base.config_hash
+    bigger = render(nodesets=[nodeset("g", memory="32Gi")], placements=_placed("l1"))
     assert bigger.config_hash != base.config_hash
 
 

@@ -17,7 +17,7 @@ from sunk.models.values import (
     ClusterCompute,
     Controller,
     Global,
-    KeySecret,
+    Jwt,
     Login,
     Munge,
     Nsscache,
@@ -94,7 +94,7 @@ class SlurmClusterSpec(Strict):
     slurmConfig: SlurmConfig = Field(default_factory=SlurmConfig, description="slurm.conf keys.")
     topology: Topology = Field(default_factory=Topology, description="Topology generation.")
     munge: Munge = Field(default_factory=Munge, description="munge key.")
-    jwt: KeySecret = Field(default_factory=KeySecret, description="JWT key.")
+    jwt: Jwt = Field(default_factory=Jwt, description="JWT key and auth/jwt.")
     syncer: Syncer = Field(default_factory=Syncer, description="Syncer.")
     scheduler: Scheduler = Field(default_factory=Scheduler, description="Pod Scheduler.")
     nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")

@@ -348,6 +348,14 @@ class KeySecret(Strict):
     )
 
 
+class Jwt(KeySecret):
+    enabled: bool = Field(
+        default=False,
+        description="Enable auth/jwt (slurmrestd tokens); needs a Slurm built with libjwt "
+        "(Debian's packages, used by our images, lack it).",
+    )
+
+
 class Munge(KeySecret):
     resources: Resources | None = Field(default=None, description="munge sidecar resources.")
 
@@ -447,7 +455,7 @@ class SlurmValues(Strict):
     slurmConfig: SlurmConfig = Field(default_factory=SlurmConfig, description="slurm.conf keys.")
     topology: Topology = Field(default_factory=Topology, description="Topology generation.")
     munge: Munge = Field(default_factory=Munge, description="munge key.")
-    jwt: KeySecret = Field(default_factory=KeySecret, description="JWT signing key.")
+    jwt: Jwt = Field(default_factory=Jwt, description="JWT signing key and auth/jwt.")
     syncer: Syncer = Field(default_factory=Syncer, description="Slurm ↔ Kubernetes syncer.")
     scheduler: Scheduler = Field(default_factory=Scheduler, description="SUNK Pod Scheduler.")
     nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")

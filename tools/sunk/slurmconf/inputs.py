@@ -73,3 +73,6 @@ class ClusterInputs:
     endpoints: Endpoints
     placements: tuple[Placement, ...] = field(default_factory=tuple)
     db_password: str | None = None  # slurmdbd.conf StoragePass; only the operator knows it
+    # Set by render_all: the topology plugin to configure (None while the layout is empty,
+    # because topology/tree with an empty layout fails every job on dynamic nodes).
+    topology_plugin: str | None = None

@@ -13,5 +13,6 @@ def render_plugstack_conf(pyxis: Pyxis) -> str:
     if pyxis.enabled:
         options = [*pyxis.plugstackOptions]
         out.append(" ".join(["required", PYXIS_SO, *options]))
-    out.append("include /etc/slurm/plugstack.conf.d/*.conf")
+    else:
+        out.append("# no SPANK plugins configured (compute.pyxis.enabled adds Pyxis)")
     return "\n".join(out) + "\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sunk.slurmconf.cgroup import render_cgroup_conf
 from sunk.slurmconf.gres import render_gres_conf
@@ -14,7 +14,7 @@ from sunk.slurmconf.registration import registration
 from sunk.slurmconf.scripts import dispatcher
 from sunk.slurmconf.slurm_conf import render_slurm_conf
 from sunk.slurmconf.slurmdbd import render_slurmdbd_conf
-from sunk.slurmconf.topology import render_topology_conf
+from sunk.slurmconf.topology import layout, render_topology_conf
 
 # Files a change of which needs no pod restart (`scontrol reconfigure` picks them up).
 HOT_RELOAD = frozenset({"topology.conf"})
@@ -55,7 +55,20 @@ def render_all(inputs: ClusterInputs) -> Rendered:
     warnings: list[str] = []
     spec = inputs.cluster
     nodesets = tuple(sorted(inputs.nodesets, key=lambda ns: ns.name))
-    inputs = ClusterInputs(spec, nodesets, inputs.endpoints, inputs.placements, inputs.db_password)
+    plugin = topology_plugin(inputs)
+    active, other = layout(
+        inputs.placements, spec.topology.treeLabels, spec.topology.blockLabel, plugin
+    )
+    inputs = replace(
+        inputs,
+        nodesets=nodesets,
+        topology_plugin=plugin if spec.compute.generateTopology and active else None,
+    )
+    if plugin == "topology/block" and active:
+        warnings.append(
+            "topology/block: stock Slurm 24.11 rejects blocks naming dynamic nodes "
+            "that have not registered yet (SUNK patches Slurm for this)"
+        )
     try:
         files = {
             "slurm.conf": render_slurm_conf(inputs, warnings),
@@ -64,12 +77,7 @@ def render_all(inputs: ClusterInputs) -> Rendered:
             "plugstack.conf": render_plugstack_conf(spec.compute.pyxis),
         }
         if spec.compute.generateTopology:
-            files["topology.conf"] = render_topology_conf(
-                inputs.placements,
-                spec.topology.treeLabels,
-                spec.topology.blockLabel,
-                topology_plugin(inputs),
-            )
+            files["topology.conf"] = render_topology_conf(active, other, plugin)
         if spec.accounting.enabled:
             files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
         if spec.scripts.prolog:

@@ -62,8 +62,6 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         "SlurmdUser": "root",
         "AuthType": "auth/munge",
         "CredType": "cred/munge",
-        "AuthAltTypes": "auth/jwt",
-        "AuthAltParameters": f"jwt_key={JWT_KEY}",
         "SlurmctldPort": 6817,
         "SlurmdPort": 6818,
         "StateSaveLocation": STATE_DIR,
@@ -87,11 +85,14 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         "MinJobAge": 300,
         "Waittime": 0,
     }
+    if spec.jwt.enabled:
+        settings["AuthAltTypes"] = "auth/jwt"
+        settings["AuthAltParameters"] = f"jwt_key={JWT_KEY}"
     types = gres_types(inputs.nodesets)
     if types:
         settings["GresTypes"] = types
-    if spec.compute.generateTopology:
-        settings["TopologyPlugin"] = "topology/tree"
+    if inputs.topology_plugin:
+        settings["TopologyPlugin"] = inputs.topology_plugin
     if spec.accounting.enabled:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
         settings["AccountingStorageHost"] = ep.dbd_addr

@@ -54,8 +54,8 @@ def render_slurmdbd_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
         user = MOCO_USER
     settings: dict[str, object] = {
         "AuthType": "auth/munge",
-        "AuthAltTypes": "auth/jwt",
-        "AuthAltParameters": f"jwt_key={JWT_KEY}",
+        "AuthAltTypes": "auth/jwt" if inputs.cluster.jwt.enabled else None,
+        "AuthAltParameters": f"jwt_key={JWT_KEY}" if inputs.cluster.jwt.enabled else None,
         "DbdHost": ep.dbd_host,
         "DbdPort": ep.dbd_port,
         "SlurmUser": "slurm",

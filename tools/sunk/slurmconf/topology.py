@@ -58,15 +58,19 @@ def block_lines(placements: tuple[Placement, ...], label: str) -> list[str]:
     ]
 
 
-def render_topology_conf(
+def layout(
     placements: tuple[Placement, ...], levels: list[str], block_label: str, plugin: str
-) -> str:
-    """The section for the active plugin; the other layout is kept as comments."""
+) -> tuple[list[str], list[str]]:
+    """(lines of the active plugin's layout, lines of the other layout)."""
     tree = tree_lines(placements, levels)
     block = block_lines(placements, block_label)
-    active, other = (block, tree) if plugin == "topology/block" else (tree, block)
+    return (block, tree) if plugin == "topology/block" else (tree, block)
+
+
+def render_topology_conf(active: list[str], other: list[str], plugin: str) -> str:
+    """Only the active plugin's lines: Slurm 24.11 rejects the other plugin's keys."""
     out = [BANNER.rstrip("\n"), f"# TopologyPlugin={plugin}"]
-    out += active or ["# no Node carries the topology labels yet"]
+    out += active or ["# no Node carries the topology labels yet (TopologyPlugin left unset)"]
     if other:
         out.append("# --- the other topology layout (not read by the active plugin)")
         out += [f"# {entry}" for entry in other]
