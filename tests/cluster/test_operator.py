@@ -308,10 +308,14 @@ def test_two_nodesets_racing_for_one_node(operator, kube, control_plane, op_name
     pods, (loser,) = control_plane.wait_for(settled, 60, "one winner, one conflict")
     winner = pods[0]["metadata"]["labels"]["sunk.coreweave.com/nodeset"]
     assert loser != winner
-    events = kube.list(
-        f"/api/v1/namespaces/{ns}/events", field_selector=f"involvedObject.name={loser}"
-    )
-    assert any(e["reason"] == "NodeConflict" and winner in e["message"] for e in events), events
+
+    def conflict_event():
+        events = kube.list(
+            f"/api/v1/namespaces/{ns}/events", field_selector=f"involvedObject.name={loser}"
+        )
+        return [e for e in events if e["reason"] == "NodeConflict" and winner in e["message"]]
+
+    assert control_plane.wait_for(conflict_event, 30, "NodeConflict event naming the winner")
 
 
 def test_node_label_change_rerenders_topology(operator, kube, control_plane, op_namespaces):

@@ -27,6 +27,8 @@ class Metrics:
         lines = [
             "# TYPE sunk_operator_leader gauge",
             f"sunk_operator_leader {self.leader}",
+            "# TYPE sunk_operator_api_writes_total counter",
+            f"sunk_operator_api_writes_total {self.api_writes}",
             "# TYPE sunk_operator_reconciles_total counter",
         ]
         lines += [
