@@ -3,7 +3,9 @@
 --               Ready condition is "False" with a reason ending in "Failed".
 --   Progressing no status yet, the controller has not observed the current generation, or
 --               status.numberReady differs from status.desiredNumberScheduled (rolling or scaling).
---   Healthy     observedGeneration is current and numberReady == desiredNumberScheduled.
+--   Healthy     observedGeneration is current and numberReady reaches desiredNumberScheduled,
+--               or numberFeasible when fewer Nodes are feasible (SUNK's `replicas: 1000`
+--               pattern lets new Nodes join: desired stays above what exists).
 -- Needs resource.customizations.useOpenLibs.sunk.coreweave.com_NodeSet: "true" (string library).
 local hs = {}
 local failureTypes = {Degraded = true, Failed = true, NodeConflict = true}
@@ -57,9 +59,16 @@ end
 
 local desired = st.desiredNumberScheduled or 0
 local ready = st.numberReady or 0
-if ready == desired then
+local target = desired
+if st.numberFeasible ~= nil and st.numberFeasible < desired then
+  target = st.numberFeasible
+end
+if ready >= target then
   hs.status = "Healthy"
   hs.message = tostring(ready) .. "/" .. tostring(desired) .. " nodes ready"
+  if target < desired then
+    hs.message = hs.message .. " (all " .. tostring(target) .. " feasible Nodes)"
+  end
   return hs
 end
 hs.status = "Progressing"
