@@ -142,6 +142,18 @@ def install_kubeconform() -> None:
     go_install(f"{KUBECONFORM_MODULE}/cmd/kubeconform", KUBECONFORM_VERSION, "kubeconform")
 
 
+def install_shellcheck() -> None:
+    """Debian's shellcheck (for `make lint`), installed with apt-get when we are root."""
+    if shutil.which("shellcheck"):
+        return
+    if os.geteuid() != 0:
+        log("shellcheck: not installed and not root; `make lint` will skip shell scripts")
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(["apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
+    run(["apt-get", "install", "-y", "-qq", "shellcheck"], env=env, stdout=subprocess.DEVNULL)
+
+
 def install_slurm() -> None:
     from sunk.devenv import slurm_rootfs
 
@@ -164,6 +176,7 @@ COMPONENTS: dict[str, Component] = {
         Component(
             "kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)", install_kubeconform
         ),
+        Component("shellcheck", "shellcheck (Debian package)", install_shellcheck),
         Component("kube", kube_build.description(), kube_build.install_kube),
         Component(
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
