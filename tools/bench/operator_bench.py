@@ -162,8 +162,6 @@ def main() -> int:
                 "-n",
                 "sunk",
                 "--create-namespace",
-                "--set",
-                "operator.replicas=0",
             ],
             check=True,
             capture_output=True,
