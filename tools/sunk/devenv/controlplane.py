@@ -502,6 +502,9 @@ class ControlPlane:
         else:
             self.workdir = self._requested_dir.resolve()
             self.workdir.mkdir(parents=True, exist_ok=True)
+            # always a fresh cluster: new ports and certificates, so no stale etcd member
+            for stale in ("etcd", "pki"):
+                shutil.rmtree(self.workdir / stale, ignore_errors=True)
         self._started = True
         with _LIVE_LOCK:
             _LIVE.add(self)
