@@ -18,7 +18,7 @@ Every process is started in its own session (process group); ``stop()`` terminat
 (SIGTERM, then SIGKILL), also from an ``atexit`` guard and on SIGTERM, and removes the temp dir.
 
 The Python side talks to the API with plain HTTPS (``KubeClient``, stdlib ``urllib`` + ``ssl``)
-rather than the ``kubernetes`` PyPI client or a kubectl binary: tests need a handful of
+rather than the ``kubernetes`` Python client package or a kubectl binary: tests need a handful of
 create/get/list/patch/delete calls on JSON objects, which is ~80 lines with no new dependency
 and no client/server version skew to manage.
 
@@ -502,6 +502,9 @@ class ControlPlane:
         else:
             self.workdir = self._requested_dir.resolve()
             self.workdir.mkdir(parents=True, exist_ok=True)
+            # always a fresh cluster: new ports and certificates, so no stale etcd member
+            for stale in ("etcd", "pki"):
+                shutil.rmtree(self.workdir / stale, ignore_errors=True)
         self._started = True
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -510,13 +513,25 @@ class ControlPlane:
             and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         ):
             self._prev_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_exit)
-        try:
-            self._start_processes()
-            self.wait_ready(self.start_timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(1, 4):
+            self.ports = Ports()  # free now; another process may still take one before we bind
+            self._client = None
+            try:
+                self._start_processes()
+                self.wait_ready(self.start_timeout)
+                return self
+            except ControlPlaneError as exc:
+                if "address already in use" in str(exc) and attempt < 3:
+                    self._stop_processes()
+                    for stale in ("etcd", "logs"):
+                        shutil.rmtree(self._dir / stale, ignore_errors=True)
+                    continue
+                self.stop()
+                raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
 
     def _start_processes(self) -> None:
         (self._dir / "logs").mkdir(exist_ok=True)
@@ -542,7 +557,7 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        wait_for(lambda: self._etcd_healthy(etcd_url), 30, "etcd to become healthy")
+        wait_for(lambda: self._check_alive() or self._etcd_healthy(etcd_url), 30, "etcd health")
         self._spawn(
             "kube-apiserver",
             [
@@ -688,6 +703,22 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop every process group this control plane started; remove its temp dir."""
+        self._stop_processes()
+        self._client = None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if self._prev_sigterm is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, self._prev_sigterm)
+            self._prev_sigterm = None
+        if self.workdir is not None:
+            if self._owns_dir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            else:
+                (self.workdir / STATE_FILE).unlink(missing_ok=True)
+        self._started = False
+
+    def _stop_processes(self) -> None:
         procs, self._procs = self._procs, []
 
         def reap(pid: int) -> None:
@@ -702,18 +733,6 @@ class ControlPlane:
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-        if self._prev_sigterm is not None:
-            with contextlib.suppress(ValueError):
-                signal.signal(signal.SIGTERM, self._prev_sigterm)
-            self._prev_sigterm = None
-        if self.workdir is not None:
-            if self._owns_dir:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            else:
-                (self.workdir / STATE_FILE).unlink(missing_ok=True)
-        self._started = False
 
     # nodes
     def create_node(

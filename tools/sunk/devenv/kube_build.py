@@ -184,7 +184,7 @@ def build_one(build: Build) -> Path:
         return target
     work = _prepare_wrapper(build)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.partial")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     ldflags = " ".join(("-s", "-w", *build.ldflags))
     log(f"{build.tool} {build.version}: go build {build.package} (first build takes minutes)")
     started = time.monotonic()
@@ -224,7 +224,7 @@ def build_kwok_stages() -> Path:
         f"# from sigs.k8s.io/kwok@{KWOK_VERSION}/{name}\n" + (source / name).read_text()
         for name in KWOK_STAGE_FILES
     ]
-    tmp = target.with_name(f".{target.name}.partial")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     tmp.write_text("---\n".join(doc if doc.endswith("\n") else doc + "\n" for doc in docs))
     tmp.replace(target)
     return target
