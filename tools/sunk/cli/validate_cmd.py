@@ -121,3 +121,6 @@ def validate(
         else:
             typer.echo(text, nl=False)
     raise typer.Exit(report.exit_code(strict))
+
+
+validate.__doc__ = HELP

@@ -204,7 +204,11 @@ def load_text(text: str, file: str) -> tuple[Document | None, list[Finding]]:
         line = mark.line + 1 if mark else None
         column = mark.column + 1 if mark else None
         problem = exc.problem or exc.context or "not valid YAML"
-        context = f" ({exc.context})" if exc.context and exc.problem else ""
+        context = ""
+        if exc.context and exc.problem:
+            started = exc.context_mark
+            where = f" started on line {started.line + 1}" if started else ""
+            context = f" ({exc.context}{where})"
         return None, [_error(file, f"YAML syntax error: {problem}{context}", line, column)]
     except (YAMLError, ValueError, RecursionError) as exc:
         return None, [_error(file, f"YAML syntax error: {str(exc).splitlines()[0]}")]

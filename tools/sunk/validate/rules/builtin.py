@@ -559,6 +559,16 @@ def owned_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
             yield Hit(("slurmConfig", key), f"`{key}` is managed by the operator")
 
 
+_HOST_PATHS = (
+    ("accounting", "external", "host"),
+    ("accounting", "database", "type"),
+    ("accounting", "external", "enabled"),
+    ("accounting", "external"),
+    ("accounting",),
+)
+_PASSWORD_PATHS = (("accounting", "external", "passwordSecret"), *_HOST_PATHS)
+
+
 def _external(ctx: RuleContext) -> bool:
     acct = as_map(ctx.values.get("accounting"))
     return get(acct, "database", "type") == "external" or get(acct, "external", "enabled") is True
@@ -575,7 +585,7 @@ def external_without_host(ctx: RuleContext) -> Iterator[Hit]:
     acct = as_map(ctx.values.get("accounting"))
     on = acct.get("enabled", True) is not False and _external(ctx)
     if on and not get(acct, "external", "host"):
-        yield Hit(("accounting", "external"), "external accounting database without a host")
+        yield Hit(ctx.user_path(*_HOST_PATHS), "external accounting database without a host")
 
 
 @rule(
@@ -589,7 +599,9 @@ def external_without_password(ctx: RuleContext) -> Iterator[Hit]:
     acct = as_map(ctx.values.get("accounting"))
     on = acct.get("enabled", True) is not False and _external(ctx)
     if on and not get(acct, "external", "passwordSecret", "name"):
-        yield Hit(("accounting", "external"), "external accounting database without passwordSecret")
+        yield Hit(
+            ctx.user_path(*_PASSWORD_PATHS), "external accounting database without passwordSecret"
+        )
 
 
 @rule(

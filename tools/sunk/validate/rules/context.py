@@ -76,6 +76,13 @@ class RuleContext:
         index = self.coalesced.origins.get(tuple(path))
         return index is not None and index > 0
 
+    def user_path(self, *candidates: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The first candidate key a user layer set (a place the user will recognise)."""
+        for path in candidates:
+            if self.set_by_user(path):
+                return path
+        return candidates[-1]
+
 
 def run_rules(ctx: RuleContext, rules: list[Rule] | None = None) -> list[tuple[Rule, Any]]:
     """(rule, hit) pairs; a rule that crashes on malformed input propagates (engine decides)."""
