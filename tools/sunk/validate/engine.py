@@ -81,6 +81,10 @@ def detect_chart(data: Any) -> str:
     return "slurm"
 
 
+# Parsed chart values.yaml files (they do not change during a run; keyed by mtime).
+_DEFAULTS: dict[tuple[str, int, str], Document] = {}
+
+
 class _Run:
     def __init__(self, options: Options):
         self.options = options
@@ -137,9 +141,15 @@ class _Run:
         path = self.root / "charts" / chart / "values.yaml"
         if not path.is_file():
             raise ToolError(f"chart {chart}: {path} is missing")
-        doc, findings = self.load(path)
-        if doc is None or findings:
-            raise ToolError(f"chart {chart}: its values.yaml does not parse")
+        name = display_name(path)
+        key = (str(path), path.stat().st_mtime_ns, name)
+        if key not in _DEFAULTS:
+            doc, findings = load_file(str(path), name)
+            if doc is None or findings or not isinstance(doc.data, dict):
+                raise ToolError(f"chart {chart}: its values.yaml does not parse")
+            _DEFAULTS[key] = doc
+        doc = _DEFAULTS[key]
+        self.docs.setdefault(doc.file, doc)
         return Layer(doc.file, doc.data, doc.positions)
 
     # -- one release ------------------------------------------------------------------

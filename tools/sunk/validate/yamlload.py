@@ -9,6 +9,7 @@ of the first one aborting the parse.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +112,9 @@ class _Builder:
         if node.tag == _STR:
             return node.value
         try:
-            return self.constructor.construct_object(node, deep=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ruamel's YAML 1.1 float-style advice
+                return self.constructor.construct_object(node, deep=True)
         except Exception:  # a scalar Helm would read as text (e.g. an odd float)
             return str(node.value)
 
