@@ -267,7 +267,9 @@ class _Run:
         out = list(rendered.findings)
         if rendered.objects:
             result.checks.append("kubernetes")
-            out.extend(k8s_step.check_objects(rendered.objects, self.kube_version, display))
+            out.extend(
+                k8s_step.check_objects(rendered.objects, self.kube_version, display, rendered.text)
+            )
         return out
 
     # -- suppression ------------------------------------------------------------------

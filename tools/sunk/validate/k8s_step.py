@@ -159,7 +159,7 @@ def _prepare(root: Path, version: str, files: set[str]) -> None:
 
 
 def run_kubeconform(
-    binary: str, objects: list[dict[str, Any]], version: str, display: str
+    binary: str, objects: list[dict[str, Any]], version: str, display: str, text: str | None = None
 ) -> list[Finding]:
     root = materialized(version)
     _prepare(
@@ -183,7 +183,7 @@ def run_kubeconform(
         ),
         "-",
     ]
-    stream = yaml.safe_dump_all(objects, sort_keys=False)
+    stream = text if text is not None else yaml.safe_dump_all(objects, sort_keys=False)
     proc = subprocess.run(cmd, input=stream, capture_output=True, text=True, check=False)
     try:
         report = json.loads(proc.stdout)
@@ -281,11 +281,14 @@ def run_python(objects: list[dict[str, Any]], version: str, display: str) -> lis
     return findings
 
 
-def check_objects(objects: list[dict[str, Any]], version: str, display: str) -> list[Finding]:
+def check_objects(
+    objects: list[dict[str, Any]], version: str, display: str, text: str | None = None
+) -> list[Finding]:
+    """`text`: the same objects as the YAML stream helm printed (spares a re-dump)."""
     if not objects:
         return []
     bundle_dir()  # raises ToolError when the bundle is missing
     binary = kubeconform_binary()
     if binary:
-        return run_kubeconform(binary, objects, version, display)
+        return run_kubeconform(binary, objects, version, display, text)
     return run_python(objects, version, display)

@@ -52,7 +52,8 @@ def render(
         )
         return out
     try:
-        out.objects = [d for d in yaml.safe_load_all(out.text) if isinstance(d, dict)]
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        out.objects = [d for d in yaml.load_all(out.text, Loader=loader) if isinstance(d, dict)]
     except yaml.YAMLError as exc:
         out.findings.append(
             Finding(RENDER, Severity.ERROR, f"helm rendered invalid YAML: {exc}", display)
