@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from sunk.cli.common import EXIT_ENV, EXIT_USAGE, err, fail, out
 from sunk.validate import Options
@@ -18,27 +17,30 @@ from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.reporters import FORMATS, RENDERERS, render_text
 from sunk.validate.rules import all_rules
 
-HELP = """Validate values files the way CI should: YAML (duplicate keys, YAML 1.1 booleans),
-the chart's values schema with Helm's coalescing, SUNK rules, helm template, and every
-rendered object against the Kubernetes and CRD schemas — one report, one exit code.
-
-Each PATH (a values file, or a directory searched for *.yaml/*.yml) is its own release:
-chart defaults ⊕ every -f file ⊕ the PATH file ⊕ --set. Without PATHS the -f files and
---set form one release. Files with top-level `operator:`/`crds:` keys are the sunk chart's
-unless --chart says otherwise; Kubernetes manifests (apiVersion + kind) are skipped.
-
-Suppress a finding with a `# sunkctl: ignore=SUNK008` comment on its line or the line
-above, or with --baseline.
-
-Exit codes: 0 clean, 1 findings (errors; warnings too with --strict), 2 usage error,
-3 tool or environment failure."""
+HELP = "\n\n".join(
+    [
+        "Validate values files the way CI should: YAML (duplicate keys, YAML 1.1 booleans), "
+        "the chart's values schema with Helm's coalescing, SUNK rules, helm template, and every "
+        "rendered object against the Kubernetes and CRD schemas — one report, one exit code.",
+        "Each PATH (a values file, or a directory searched for *.yaml/*.yml) is its own "
+        "release: chart defaults ⊕ every -f file ⊕ the PATH file ⊕ --set. Without PATHS the -f "
+        "files and --set form one release. Files with top-level `operator:`/`crds:` keys are "
+        "the sunk chart's unless --chart says otherwise; Kubernetes manifests (apiVersion + "
+        "kind) are skipped.",
+        "Suppress a finding with a `# sunkctl: ignore=SUNK008` comment on its line or the line "
+        "above, or with --baseline.",
+        "Exit codes: 0 clean, 1 findings (errors; warnings too with --strict), 2 usage error, "
+        "3 tool or environment failure.",
+    ]
+)
 
 
 def _list_rules() -> None:
-    table = Table("ID", "name", "severity", "what it finds", box=None, pad_edge=False)
-    for rule in all_rules():
-        table.add_row(rule.id, rule.name, str(rule.severity), escape(rule.summary))
-    out.print(table)
+    rules = all_rules()
+    width = max(len(rule.name) for rule in rules)
+    for rule in rules:
+        typer.echo(f"{rule.id}  {rule.name:<{width}}  {rule.severity!s:<7}  {rule.summary}")
+        typer.echo(f"{'':7}  {'':<{width}}  {'':7}  fix: {rule.hint}")
 
 
 def validate(
@@ -69,6 +71,14 @@ def validate(
     render: bool = typer.Option(
         True, "--render/--no-render", help="Run helm and the object checks (steps 4-5)."
     ),
+    crd_schemas: list[Path] = typer.Option(
+        [],
+        "--crd-schemas",
+        help="Extra custom resource schemas: DIR/{group}/{kind}_{version}.json.",
+    ),
+    ignore_missing_schemas: bool = typer.Option(
+        False, "--ignore-missing-schemas", help="Skip rendered kinds that have no schema."
+    ),
     namespace: str = typer.Option("tenant-slurm", "-n", "--namespace", help="Release namespace."),
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule table and exit."),
     traceback: bool = typer.Option(False, "--traceback", help="Show tracebacks of crashes."),
@@ -91,6 +101,8 @@ def validate(
             namespace=namespace,
             render=render,
             baseline=load_baseline(baseline) if baseline else None,
+            crd_schemas=[str(d) for d in crd_schemas],
+            ignore_missing_schemas=ignore_missing_schemas,
         )
         report = run_validate(options)
     except UsageError as exc:

@@ -36,6 +36,8 @@ class Options:
     release: str = "slurm"
     render: bool = True
     baseline: list[dict[str, Any]] | None = None
+    crd_schemas: list[str] = field(default_factory=list)  # extra {group}/{kind}_{version}.json
+    ignore_missing_schemas: bool = False
 
 
 def display_name(path: Path) -> str:
@@ -91,6 +93,9 @@ class _Run:
         self.report = Report()
         self.docs: dict[str, Document] = {}
         self.root = repo_root()
+        for directory in options.crd_schemas:
+            if not Path(directory).is_dir():
+                raise UsageError(f"--crd-schemas {directory}: not a directory")
         if options.chart is not None and options.chart not in CHARTS:
             raise UsageError(f"--chart {options.chart}: expected one of {', '.join(CHARTS)}")
         try:
@@ -268,7 +273,14 @@ class _Run:
         if rendered.objects:
             result.checks.append("kubernetes")
             out.extend(
-                k8s_step.check_objects(rendered.objects, self.kube_version, display, rendered.text)
+                k8s_step.check_objects(
+                    rendered.objects,
+                    self.kube_version,
+                    display,
+                    rendered.text,
+                    tuple(Path(d) for d in self.options.crd_schemas),
+                    self.options.ignore_missing_schemas,
+                )
             )
         return out
 

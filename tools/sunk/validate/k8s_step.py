@@ -22,6 +22,10 @@ from sunk.devenv.paths import cache_dir, repo_root, tool_path
 from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.findings import K8S, Finding, Severity
 
+MISSING_HINT = (
+    "check apiVersion/kind; give custom resources a schema with --crd-schemas DIR "
+    "({group}/{kind}_{version}.json), or pass --ignore-missing-schemas"
+)
 CRD_FILE = "{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json"
 _SEGMENT = re.compile(r"- at '([^']*)': (.*?)(?= - at '|$)")
 
@@ -75,12 +79,21 @@ def kind_file(kind: str, api_version: str) -> str:
     return f"{kind.lower()}{suffix}.json"
 
 
-def crd_schema_file(kind: str, api_version: str) -> Path | None:
+def schema_dirs(extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+    """Custom resource schema directories in kubeconform's {group}/{kind}_{version}.json
+    layout: the user's (--crd-schemas) first, then ours."""
+    return (*extra, repo_root() / "schemas")
+
+
+def crd_schema_file(kind: str, api_version: str, dirs: tuple[Path, ...] = ()) -> Path | None:
     if "/" not in api_version:
         return None
     group, version = api_version.split("/", 1)
-    path = repo_root() / "schemas" / group / f"{kind.lower()}_{version}.json"
-    return path if path.is_file() else None
+    for root in schema_dirs(dirs):
+        path = root / group / f"{kind.lower()}_{version}.json"
+        if path.is_file():
+            return path
+    return None
 
 
 def _resource(obj: dict[str, Any]) -> dict[str, str]:
@@ -159,7 +172,12 @@ def _prepare(root: Path, version: str, files: set[str]) -> None:
 
 
 def run_kubeconform(
-    binary: str, objects: list[dict[str, Any]], version: str, display: str, text: str | None = None
+    binary: str,
+    objects: list[dict[str, Any]],
+    version: str,
+    display: str,
+    text: str | None = None,
+    dirs: tuple[Path, ...] = (),
 ) -> list[Finding]:
     root = materialized(version)
     _prepare(
@@ -173,8 +191,11 @@ def run_kubeconform(
         "json",
         "-kubernetes-version",
         f"{version}.0",
-        "-schema-location",
-        str(repo_root() / "schemas" / "{{ .Group }}" / CRD_FILE),
+        *[
+            a
+            for d in schema_dirs(dirs)
+            for a in ("-schema-location", str(d / "{{ .Group }}" / CRD_FILE))
+        ],
         "-schema-location",
         str(
             root
@@ -233,7 +254,7 @@ def _missing(res: dict[str, str], version: str, display: str) -> Finding:
         f"Kubernetes {version}",
         display,
         resource=res,
-        hint="check apiVersion/kind; custom resources need a schema under schemas/",
+        hint=MISSING_HINT,
     )
 
 
@@ -253,10 +274,10 @@ def _definitions_registry(version: str) -> Any:
 
 
 @cache
-def _validator(kind: str, api_version: str, version: str) -> Any:
+def _validator(kind: str, api_version: str, version: str, dirs: tuple[Path, ...] = ()) -> Any:
     from jsonschema import Draft7Validator, Draft202012Validator
 
-    crd = crd_schema_file(kind, api_version)
+    crd = crd_schema_file(kind, api_version, dirs)
     if crd is not None:
         return Draft7Validator(json.loads(crd.read_text()))
     path = bundle_dir() / f"v{version}.0-local-strict" / kind_file(kind, api_version)
@@ -267,11 +288,13 @@ def _validator(kind: str, api_version: str, version: str) -> Any:
     )
 
 
-def run_python(objects: list[dict[str, Any]], version: str, display: str) -> list[Finding]:
+def run_python(
+    objects: list[dict[str, Any]], version: str, display: str, dirs: tuple[Path, ...] = ()
+) -> list[Finding]:
     findings = []
     for obj in objects:
         res = _resource(obj)
-        validator = _validator(res["kind"], res["apiVersion"], version)
+        validator = _validator(res["kind"], res["apiVersion"], version, dirs)
         if validator is None:
             findings.append(_missing(res, version, display))
             continue
@@ -282,7 +305,12 @@ def run_python(objects: list[dict[str, Any]], version: str, display: str) -> lis
 
 
 def check_objects(
-    objects: list[dict[str, Any]], version: str, display: str, text: str | None = None
+    objects: list[dict[str, Any]],
+    version: str,
+    display: str,
+    text: str | None = None,
+    dirs: tuple[Path, ...] = (),
+    ignore_missing: bool = False,
 ) -> list[Finding]:
     """`text`: the same objects as the YAML stream helm printed (spares a re-dump)."""
     if not objects:
@@ -290,5 +318,9 @@ def check_objects(
     bundle_dir()  # raises ToolError when the bundle is missing
     binary = kubeconform_binary()
     if binary:
-        return run_kubeconform(binary, objects, version, display, text)
-    return run_python(objects, version, display)
+        findings = run_kubeconform(binary, objects, version, display, text, dirs)
+    else:
+        findings = run_python(objects, version, display, dirs)
+    if ignore_missing:
+        findings = [f for f in findings if f.hint != MISSING_HINT]
+    return findings

@@ -75,7 +75,6 @@ def render_sarif(report: Report) -> str:
                     "driver": {
                         "name": TOOL["name"],
                         "version": TOOL["version"],
-                        "informationUri": "https://github.com/coreweave/sunk",
                         "rules": rules,
                     }
                 },
