@@ -94,3 +94,9 @@ def test_manifests_are_skipped_with_a_note(check):
     report = check("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert not report.files and not report.findings
     assert "skipped" in report.notes[0]
+
+
+def test_readme_lists_every_rule(repo):
+    readme = (repo / "tools/sunk/validate/README.md").read_text()
+    for r in all_rules():
+        assert f"| {r.id} | `{r.name}` | {r.severity} |" in readme
