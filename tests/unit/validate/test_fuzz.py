@@ -176,3 +176,146 @@ def test_cli_never_shows_a_traceback(tmp_path, doc, sets):
     assert "Traceback" not in result.output
     if result.exit_code != 2:
         json.loads(result.stdout)
+
+
+# Schema-valid documents: here a crashing rule would not be hidden behind schema errors.
+names = st.sampled_from(["a", "b", "gpu", "cpu", "x1"])
+quantities = st.one_of(
+    st.integers(min_value=0, max_value=4096), st.sampled_from(["500m", "4Gi", "1900Gi", "8", "0"])
+)
+expressions = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from(["pool", "zone"]),
+        "operator": st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+    },
+    optional={"values": st.lists(st.sampled_from(["p", "q", "r"]), max_size=2)},
+)
+affinity = st.fixed_dictionaries(
+    {
+        "nodeAffinity": st.fixed_dictionaries(
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution": st.fixed_dictionaries(
+                    {
+                        "nodeSelectorTerms": st.lists(
+                            st.fixed_dictionaries(
+                                {"matchExpressions": st.lists(expressions, max_size=2)}
+                            ),
+                            max_size=2,
+                        )
+                    }
+                )
+            }
+        )
+    }
+)
+valid_group = st.fixed_dictionaries(
+    {},
+    optional={
+        "enabled": st.booleans(),
+        "replicas": st.integers(min_value=0, max_value=5),
+        "definitions": st.lists(st.sampled_from(["h100", "cpu-epyc", "l40s"]), max_size=2),
+        "gresGpu": st.one_of(st.none(), st.sampled_from(["h100:8", "4", "a100:0"])),
+        "skuCpu": st.integers(min_value=1, max_value=256),
+        "resources": st.fixed_dictionaries(
+            {},
+            optional={
+                "requests": st.dictionaries(
+                    st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), quantities, max_size=3
+                ),
+                "limits": st.dictionaries(
+                    st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), quantities, max_size=3
+                ),
+            },
+        ),
+        "tolerations": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "key": st.sampled_from(["nvidia.com/gpu", "x"]),
+                    "operator": st.sampled_from(["Exists", "Equal"]),
+                },
+            ),
+            max_size=2,
+        ),
+        "affinity": affinity,
+        "nodeSelector": st.dictionaries(st.sampled_from(["a", "b"]), st.just("v"), max_size=1),
+        "terminationGracePeriodSeconds": st.integers(min_value=0, max_value=60),
+        "partitionConfig": st.dictionaries(
+            st.sampled_from(["Default", "MaxTime", "Nodes"]),
+            st.sampled_from(["YES", "INFINITE", 1]),
+            max_size=2,
+        ),
+        "image": st.fixed_dictionaries(
+            {"repository": st.just("r")}, optional={"tag": st.sampled_from(["latest", "1.0"])}
+        ),
+    },
+)
+partition = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["p", "q", "DEFAULT", "a", "all"]),
+        "nodeSets": st.lists(
+            st.sampled_from(["a", "b", "gpu", "ALL", "zz"]), min_size=1, max_size=3
+        ),
+    },
+    optional={
+        "default": st.booleans(),
+        "config": st.dictionaries(
+            st.sampled_from(["Default", "MaxTime", "Nodes"]),
+            st.sampled_from(["YES", "INFINITE", 2]),
+            max_size=2,
+        ),
+    },
+)
+valid_docs = st.fixed_dictionaries(
+    {
+        "compute": st.fixed_dictionaries(
+            {
+                "nodes": st.dictionaries(names, valid_group, max_size=4),
+                "partitions": st.one_of(
+                    st.lists(partition, max_size=3),
+                    st.sampled_from(["PartitionName=x Nodes=a,b Default=YES", ""]),
+                ),
+            },
+            optional={
+                "reservedMemory": st.sampled_from(["4Gi", "2000Gi", "0"]),
+                "maxUnavailable": st.one_of(st.integers(min_value=0, max_value=9), st.just("50%")),
+            },
+        )
+    },
+    optional={
+        "slurmConfig": st.dictionaries(
+            st.sampled_from(["ClusterName", "KillWait", "FastSchedule", "defmempercpu"]),
+            st.one_of(st.integers(min_value=0, max_value=99), st.text(max_size=4)),
+            max_size=3,
+        ),
+        "scheduler": st.fixed_dictionaries(
+            {"enabled": st.booleans(), "killWait": st.integers(min_value=6, max_value=40)}
+        ),
+        "accounting": st.fixed_dictionaries(
+            {
+                "database": st.fixed_dictionaries(
+                    {"type": st.sampled_from(["mariadb", "moco", "external"])}
+                ),
+                "external": st.fixed_dictionaries(
+                    {"enabled": st.booleans()}, optional={"host": st.sampled_from(["h", ""])}
+                ),
+            }
+        ),
+        "login": st.fixed_dictionaries(
+            {
+                "service": st.fixed_dictionaries(
+                    {"type": st.sampled_from(["ClusterIP", "LoadBalancer"])}
+                )
+            }
+        ),
+    },
+)
+
+
+@SETTINGS
+@given(valid_docs)
+def test_rules_never_crash_on_schema_valid_values(tmp_path, doc):
+    path = tmp_path / "v.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    report = validate(Options(paths=[str(path)], render=False))  # a rule crash would raise
+    _check_report(report)
