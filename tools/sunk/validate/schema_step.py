@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import cache
 from pathlib import Path as FsPath
 from typing import Any
 
 from jsonschema import Draft7Validator
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import SchemaError, ValidationError
 
 from sunk.validate.coalesce import Coalesced
+from sunk.validate.errors import ToolError
 from sunk.validate.findings import SCHEMA, Finding, Severity
 from sunk.validate.paths import dotted
 from sunk.validate.yamlload import Path
@@ -43,9 +45,12 @@ def load_schema(schema_file: str) -> dict[str, Any]:
 
 @cache
 def _validator(schema_file: str) -> Draft7Validator:
-    schema = load_schema(schema_file)
-    Draft7Validator.check_schema(schema)
-    return Draft7Validator(schema)
+    # No check_schema(): it costs more than validating (the file is generated and
+    # `sunkctl schema --check` guards it); a broken schema surfaces as a ToolError below.
+    try:
+        return Draft7Validator(load_schema(schema_file))
+    except (OSError, ValueError) as exc:
+        raise ToolError(f"{schema_file}: unreadable values schema ({exc})") from exc
 
 
 def _kind(value: Any) -> str:
@@ -184,8 +189,6 @@ class _Translator:
 
 
 def _re_match(pattern: str, key: str) -> bool:
-    import re
-
     try:
         return re.search(pattern, key) is not None
     except re.error:
@@ -198,7 +201,14 @@ def check_values(coalesced: Coalesced, schema_file: str) -> list[Finding]:
     translator = _Translator()
     findings = []
     seen: set[tuple[str, str]] = set()
-    errors = sorted(validator.iter_errors(coalesced.values), key=lambda e: list(map(str, e.path)))
+    try:
+        errors = sorted(
+            validator.iter_errors(coalesced.values), key=lambda e: list(map(str, e.path))
+        )
+    except (SchemaError, LookupError, TypeError, re.error) as exc:
+        raise ToolError(
+            f"{schema_file}: broken values schema ({exc}); run `sunkctl schema`"
+        ) from exc
     for error in errors:
         for path, message, hint in translator.translate(error):
             key = dotted(path) or "(root)"
