@@ -13,6 +13,7 @@ from sunk.cli.argocd_cmd import argocd_app
 from sunk.cli.demo_cmd import demo
 from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
+from sunk.cli.validate_cmd import validate
 
 EPILOG = "Exit codes: 0 clean, 1 findings, 2 usage error, 3 tool or environment failure."
 
@@ -45,6 +46,7 @@ def main(
 app.command()(schema)
 app.command()(render)
 app.command()(demo)
+app.command()(validate)
 
 
 def run() -> None:

@@ -1,0 +1,83 @@
+"""The whole pipeline through helm: layering, --set, the sunk chart, schema options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from sunk.cli.main import app
+
+MONITORING = "operator:\n  podMonitor: {enabled: true}\n"
+
+
+def run(*args: str):
+    result = CliRunner().invoke(app, ["validate", *args, "-o", "json"])
+    return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else None
+
+
+@pytest.fixture
+def cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_base_file_path_file_and_set_reach_helm(helm, cwd):
+    (cwd / "base.yaml").write_text("compute:\n  nodes:\n    cpu: {definitions: [cpu-epyc]}\n")
+    (cwd / "site.yaml").write_text("clusterName: site\n")
+    code, report = run("site.yaml", "-f", "base.yaml", "--set", "compute.nodes.cpu.replicas=3")
+    assert code == 0, report
+    assert report["files"][0]["rendered"] == 2  # SlurmCluster, NodeSet
+    code, report = run("site.yaml", "-f", "base.yaml", "--set", "compute.nodes.cpu.replicas=-3")
+    assert code == 1
+    (finding,) = report["findings"]
+    assert finding["file"] == "--set" and finding["ruleId"] == "SCHEMA"
+
+
+def test_sunk_chart_renders_and_validates(helm, cwd):
+    (cwd / "sunk.yaml").write_text("operator:\n  replicas: 3\n")
+    code, report = run("sunk.yaml")
+    assert code == 0, report
+    assert report["files"][0]["chart"] == "sunk" and report["files"][0]["rendered"] > 3
+
+
+def test_missing_schema_is_an_error_unless_relaxed(helm, cwd):
+    (cwd / "mon.yaml").write_text(MONITORING)
+    code, report = run("mon.yaml")
+    assert code == 1
+    assert report["findings"][0]["resource"]["kind"] == "PodMonitor"
+    assert run("mon.yaml", "--ignore-missing-schemas")[0] == 0
+    schema = cwd / "crds" / "monitoring.coreos.com" / "podmonitor_v1.json"
+    schema.parent.mkdir(parents=True)
+    schema.write_text('{"type": "object", "required": ["spec"]}')
+    assert run("mon.yaml", "--crd-schemas", "crds")[0] == 0
+
+
+@pytest.mark.parametrize("kubeconform", [True, False], ids=["kubeconform", "python"])
+def test_every_object_error_is_reported(helm, cwd, monkeypatch, kubeconform):
+    if not kubeconform:
+        monkeypatch.setenv("SUNKCTL_NO_KUBECONFORM", "1")
+    (cwd / "x.yaml").write_text(
+        "compute:\n  nodes:\n    cpu: {definitions: [cpu-epyc]}\n"
+        "extraObjects:\n  - apiVersion: v1\n    kind: ConfigMap\n"
+        "    metadata: {name: extra, bogus: 1}\n    data: {answer: 42}\n"
+    )
+    code, report = run("x.yaml", "--kube-version", "1.33")
+    assert code == 1
+    keys = {f["keyPath"] for f in report["findings"] if f["ruleId"] == "K8S"}
+    assert "data.answer" in keys and any(k and k.startswith("metadata") for k in keys)
+
+
+def test_render_error_from_the_slurm_renderer_is_a_finding(helm, cwd):
+    # Sizing the rules do not see (a definition-less group with only a CPU limit is fine);
+    # a group whose memory is swallowed is reported once, at its values line (SUNK006).
+    (cwd / "x.yaml").write_text(
+        "compute:\n  reservedMemory: 64Gi\n  nodes:\n    cpu: {definitions: [cpu-epyc]}\n"
+        "    small:\n      resources: {limits: {cpu: 2, memory: 8Gi}, "
+        "requests: {cpu: 1, memory: 8Gi}}\n"
+    )
+    code, report = run("x.yaml")
+    assert code == 1
+    rules = [f["ruleId"] for f in report["findings"] if f["severity"] == "error"]
+    assert "SUNK006" in rules and "RENDER" not in rules

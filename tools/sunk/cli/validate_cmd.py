@@ -1,0 +1,138 @@
+"""`sunkctl validate`: the CI gate for values files (one report, one exit code)."""
+
+from __future__ import annotations
+
+import json
+import traceback as tb
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from sunk.cli.common import EXIT_ENV, EXIT_USAGE, err, fail, out
+from sunk.validate import Options
+from sunk.validate import validate as run_validate
+from sunk.validate.engine import baseline_entries, load_baseline
+from sunk.validate.errors import ToolError, UsageError
+from sunk.validate.reporters import FORMATS, RENDERERS, render_text
+from sunk.validate.rules import all_rules
+
+HELP = "\n\n".join(
+    [
+        "Validate values files the way CI should: YAML (duplicate keys, YAML 1.1 booleans), "
+        "the chart's values schema with Helm's coalescing, SUNK rules, helm template, and every "
+        "rendered object against the Kubernetes and CRD schemas — one report, one exit code.",
+        "Each PATH (a values file, or a directory searched for *.yaml/*.yml) is its own "
+        "release: chart defaults ⊕ every -f file ⊕ the PATH file ⊕ --set. Without PATHS the -f "
+        "files and --set form one release. Files with top-level `operator:`/`crds:` keys are "
+        "the sunk chart's unless --chart says otherwise; Kubernetes manifests (apiVersion + "
+        "kind) are skipped.",
+        "Suppress a finding with a `# sunkctl: ignore=SUNK008` comment on its line or the line "
+        "above, or with --baseline.",
+        "Exit codes: 0 clean, 1 findings (errors; warnings too with --strict), 2 usage error, "
+        "3 tool or environment failure.",
+    ]
+)
+
+
+def _list_rules() -> None:
+    rules = all_rules()
+    width = max(len(rule.name) for rule in rules)
+    for rule in rules:
+        typer.echo(f"{rule.id}  {rule.name:<{width}}  {rule.severity!s:<7}  {rule.summary}")
+        typer.echo(f"{'':7}  {'':<{width}}  {'':7}  fix: {rule.hint}")
+
+
+def validate(
+    paths: list[Path] | None = typer.Argument(
+        None, help="Values files or directories (a GitOps repo).", show_default=False
+    ),
+    values: list[Path] = typer.Option(
+        [], "-f", "--values", help="Values file layered under every PATH (repeatable)."
+    ),
+    set_values: list[str] = typer.Option([], "--set", help="helm --set overrides (last)."),
+    chart: str | None = typer.Option(
+        None, "--chart", help="slurm or sunk (default: detected; slurm unless operator:/crds:)."
+    ),
+    kube_version: str | None = typer.Option(
+        None, "--kube-version", "-k", help="Kubernetes X.Y to validate against (default newest)."
+    ),
+    output: str = typer.Option("text", "-o", "--output", help="text|json|junit|sarif|github."),
+    output_file: Path | None = typer.Option(
+        None, "--output-file", help="Write the -o report here; text goes to stdout."
+    ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="JSON list of {ruleId, file, keyPath} findings to suppress."
+    ),
+    generate_baseline: Path | None = typer.Option(
+        None, "--generate-baseline", help="Write the current findings as a baseline; exit 0."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
+    render: bool = typer.Option(
+        True, "--render/--no-render", help="Run helm and the object checks (steps 4-5)."
+    ),
+    crd_schemas: list[Path] = typer.Option(
+        [],
+        "--crd-schemas",
+        help="Extra custom resource schemas: DIR/{group}/{kind}_{version}.json.",
+    ),
+    ignore_missing_schemas: bool = typer.Option(
+        False, "--ignore-missing-schemas", help="Skip rendered kinds that have no schema."
+    ),
+    namespace: str = typer.Option("tenant-slurm", "-n", "--namespace", help="Release namespace."),
+    list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule table and exit."),
+    traceback: bool = typer.Option(False, "--traceback", help="Show tracebacks of crashes."),
+) -> None:
+    """Validate values files: YAML, schema, SUNK rules, helm template, rendered objects."""
+    if list_rules:
+        _list_rules()
+        raise typer.Exit(0)
+    if output not in FORMATS:
+        fail(f"-o {output}: expected one of {', '.join(FORMATS)}", EXIT_USAGE)
+    if output == "text" and output_file is not None:
+        fail("--output-file needs a machine format (-o json|junit|sarif|github)", EXIT_USAGE)
+    try:
+        options = Options(
+            paths=[str(p) for p in paths or []],
+            values=[str(p) for p in values],
+            sets=list(set_values),
+            chart=chart,
+            kube_version=kube_version,
+            namespace=namespace,
+            render=render,
+            baseline=load_baseline(baseline) if baseline else None,
+            crd_schemas=[str(d) for d in crd_schemas],
+            ignore_missing_schemas=ignore_missing_schemas,
+        )
+        report = run_validate(options)
+    except UsageError as exc:
+        fail(escape(str(exc)), EXIT_USAGE)
+    except ToolError as exc:
+        fail(escape(str(exc)), EXIT_ENV)
+    except Exception as exc:  # never a traceback by default: one line, exit 3
+        if traceback:
+            err.print(escape("".join(tb.format_exception(exc))))
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        fail(
+            escape(f"internal error: {type(exc).__name__}: {first} (rerun with --traceback)"),
+            EXIT_ENV,
+        )
+    if generate_baseline is not None:
+        entries = baseline_entries(report)
+        generate_baseline.write_text(json.dumps(entries, indent=2) + "\n")
+        err.print(f"wrote {len(entries)} baseline entries to {escape(str(generate_baseline))}")
+        raise typer.Exit(0)
+    if output == "text":
+        render_text(report, out, err)
+    else:
+        text = RENDERERS[output](report)
+        if output_file is not None:
+            output_file.parent.mkdir(parents=True, exist_ok=True)
+            output_file.write_text(text)
+            render_text(report, out, err)
+        else:
+            typer.echo(text, nl=False)
+    raise typer.Exit(report.exit_code(strict))
+
+
+validate.__doc__ = HELP

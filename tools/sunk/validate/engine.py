@@ -1,0 +1,340 @@
+"""The validation pipeline: targets → YAML → coalesce + schema → rules → helm → objects."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sunk.chartio.helm import Release
+from sunk.devenv.paths import repo_root
+from sunk.validate import k8s_step, render_step
+from sunk.validate.coalesce import Coalesced, Layer, SetError, coalesce, set_layer
+from sunk.validate.errors import ToolError, UsageError
+from sunk.validate.findings import SCHEMA, YAML, FileResult, Finding, Report, Severity
+from sunk.validate.paths import dotted
+from sunk.validate.rules import RuleContext, all_rules
+from sunk.validate.schema_step import check_values
+from sunk.validate.yamlload import Document, load_file
+
+CHARTS = ("slurm", "sunk")
+SUNK_KEYS = frozenset({"operator", "crds", "nvidia-device-plugin"})
+SKIP_NAMES = frozenset({"Chart.yaml", "Chart.lock", "values.schema.json"})
+
+
+@dataclass
+class Options:
+    paths: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)  # -f: layered under every PATH
+    sets: list[str] = field(default_factory=list)
+    chart: str | None = None  # None: slurm, or sunk for files with operator:/crds: keys
+    kube_version: str | None = None
+    namespace: str = "tenant-slurm"
+    release: str = "slurm"
+    render: bool = True
+    baseline: list[dict[str, Any]] | None = None
+    crd_schemas: list[str] = field(default_factory=list)  # extra {group}/{kind}_{version}.json
+    ignore_missing_schemas: bool = False
+
+
+def display_name(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _walk(root: Path, notes: list[str]) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        here = Path(dirpath)
+        if here.name == "templates" and (here.parent / "Chart.yaml").exists():
+            notes.append(f"{display_name(here)}: skipped (chart templates are not values)")
+            dirnames[:] = []
+            continue
+        for name in sorted(filenames):
+            if name.endswith((".yaml", ".yml")) and name not in SKIP_NAMES:
+                yield here / name
+
+
+def expand(paths: list[str], notes: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(_walk(path, notes))
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise UsageError(f"{raw}: no such file or directory")
+    return out
+
+
+def is_manifest(data: Any) -> bool:
+    return isinstance(data, dict) and "apiVersion" in data and "kind" in data
+
+
+def detect_chart(data: Any) -> str:
+    if isinstance(data, dict) and SUNK_KEYS & set(map(str, data)):
+        return "sunk"
+    return "slurm"
+
+
+# Parsed chart values.yaml files (they do not change during a run; keyed by mtime).
+_DEFAULTS: dict[tuple[str, int, str], Document] = {}
+
+
+class _Run:
+    def __init__(self, options: Options):
+        self.options = options
+        self.report = Report()
+        self.docs: dict[str, Document] = {}
+        self.root = repo_root()
+        for directory in options.crd_schemas:
+            if not Path(directory).is_dir():
+                raise UsageError(f"--crd-schemas {directory}: not a directory")
+        if options.chart is not None and options.chart not in CHARTS:
+            raise UsageError(f"--chart {options.chart}: expected one of {', '.join(CHARTS)}")
+        try:
+            self.sets = set_layer(options.sets)
+        except SetError as exc:
+            raise UsageError(str(exc)) from exc
+        self.kube_version: str | None = None
+
+    # -- loading -----------------------------------------------------------------------
+
+    def load(self, path: Path) -> tuple[Document | None, list[Finding]]:
+        name = display_name(path)
+        if name in self.docs:
+            return self.docs[name], []
+        try:
+            doc, findings = load_file(str(path), name)
+        except OSError as exc:
+            raise ToolError(f"{name}: {exc.strerror or exc}") from exc
+        if doc is not None:
+            self.docs[name] = doc
+            if not isinstance(doc.data, dict):
+                findings.append(
+                    Finding(
+                        YAML,
+                        Severity.ERROR,
+                        f"a values file must be a map at the top level, not "
+                        f"{type(doc.data).__name__}",
+                        name,
+                        1,
+                        1,
+                    )
+                )
+            if doc.documents > 1:
+                findings.append(
+                    Finding(
+                        YAML,
+                        Severity.ERROR,
+                        f"{doc.documents} YAML documents in a values file; Helm reads one",
+                        name,
+                        1,
+                        1,
+                        hint="split the file, or remove the extra `---` separators",
+                    )
+                )
+        return doc, findings
+
+    def defaults(self, chart: str) -> Layer:
+        path = self.root / "charts" / chart / "values.yaml"
+        if not path.is_file():
+            raise ToolError(f"chart {chart}: {path} is missing")
+        name = display_name(path)
+        key = (str(path), path.stat().st_mtime_ns, name)
+        if key not in _DEFAULTS:
+            doc, findings = load_file(str(path), name)
+            if doc is None or findings or not isinstance(doc.data, dict):
+                raise ToolError(f"chart {chart}: its values.yaml does not parse")
+            _DEFAULTS[key] = doc
+        doc = _DEFAULTS[key]
+        self.docs.setdefault(doc.file, doc)
+        return Layer(doc.file, doc.data, doc.positions)
+
+    # -- one release ------------------------------------------------------------------
+
+    def run(self) -> Report:
+        opts = self.options
+        notes = self.report.notes
+        bases = [Path(p) for p in opts.values]
+        for base in bases:
+            if not base.is_file():
+                raise UsageError(f"-f {base}: no such file")
+        targets = expand(opts.paths, notes)
+        if opts.paths and not targets:
+            notes.append("no values files found (*.yaml, *.yml)")
+        if not opts.paths:
+            if not bases and self.sets is None:
+                raise UsageError("nothing to validate: give PATHS, -f files or --set")
+            self.release(bases, None)
+        for target in targets:
+            self.release(bases, target)
+        self.apply_baseline()
+        return self.report
+
+    def release(self, bases: list[Path], target: Path | None) -> None:
+        findings: list[Finding] = []
+        layers: list[Layer] = []
+        broken = False
+        for path in [*bases, *([target] if target else [])]:
+            doc, found = self.load(path)
+            findings.extend(found)
+            if doc is None or not isinstance(doc.data, dict):
+                broken = True
+                continue
+            if path is target and is_manifest(doc.data):
+                self.report.notes.append(
+                    f"{doc.file}: skipped ({doc.data.get('kind')} manifest, not a values file)"
+                )
+                return
+            layers.append(Layer(doc.file, doc.data, doc.positions))
+        if self.sets is not None:
+            layers.append(self.sets)
+        display = (
+            display_name(target) if target else (display_name(bases[-1]) if bases else "--set")
+        )
+        chart = self.options.chart or detect_chart(layers[-1].data if layers else {})
+        result = FileResult(display, chart, checks=["yaml"])
+        self.report.files.append(result)
+        if broken:
+            self.keep(findings)
+            return
+        coalesced = coalesce(self.defaults(chart), layers)
+        schema_file = self.root / "charts" / chart / "values.schema.json"
+        schema_findings = check_values(coalesced, str(schema_file))
+        findings.extend(schema_findings)
+        result.checks += ["schema", "rules"]
+        findings.extend(self.rules(coalesced, chart, clean=not schema_findings))
+        early_errors = any(
+            f.severity == Severity.ERROR and f.rule_id in (YAML, SCHEMA) for f in findings
+        )
+        if self.options.render and not early_errors:
+            findings.extend(self.render(chart, bases, target, display, result, findings))
+        self.keep(findings)
+
+    def rules(self, coalesced: Coalesced, chart: str, clean: bool) -> list[Finding]:
+        ctx = RuleContext.build(coalesced.values, chart, coalesced)
+        out = []
+        for rule in all_rules():
+            if chart not in rule.charts:
+                continue
+            try:
+                hits = list(rule.check(ctx))
+            except Exception:
+                if clean:  # schema-valid input must never crash a rule: that is our bug
+                    raise
+                continue  # malformed input the schema step already reported
+            for hit in hits:
+                file, line, column = coalesced.locate(hit.path)
+                out.append(
+                    Finding(
+                        rule.id,
+                        rule.severity,
+                        hit.message,
+                        file,
+                        line,
+                        column,
+                        dotted(hit.path),
+                        None,
+                        hit.hint or rule.hint,
+                    )
+                )
+        return out
+
+    def render(
+        self,
+        chart: str,
+        bases: list[Path],
+        target: Path | None,
+        display: str,
+        result: FileResult,
+        findings: list[Finding],
+    ) -> list[Finding]:
+        if self.kube_version is None:
+            self.kube_version = k8s_step.normalize_version(self.options.kube_version)
+        release = Release(
+            chart=chart,
+            name=self.options.release,
+            namespace=self.options.namespace,
+            kube_version=f"{self.kube_version}.0",
+        )
+        files = [*bases, *([target] if target else [])]
+        sizing = any(f.rule_id == "SUNK006" for f in findings)
+        rendered = render_step.render(release, files, self.options.sets, display, sizing)
+        result.checks.append("render")
+        result.rendered = len(rendered.objects)
+        out = list(rendered.findings)
+        if rendered.objects:
+            result.checks.append("kubernetes")
+            out.extend(
+                k8s_step.check_objects(
+                    rendered.objects,
+                    self.kube_version,
+                    display,
+                    rendered.text,
+                    tuple(Path(d) for d in self.options.crd_schemas),
+                    self.options.ignore_missing_schemas,
+                )
+            )
+        return out
+
+    # -- suppression ------------------------------------------------------------------
+
+    def keep(self, findings: list[Finding]) -> None:
+        for finding in findings:
+            doc = self.docs.get(finding.file or "")
+            if doc is not None and doc.ignored(finding.rule_id, finding.line):
+                self.report.suppressed += 1
+                continue
+            self.report.findings.append(finding)
+
+    def apply_baseline(self) -> None:
+        if not self.options.baseline:
+            return
+        known = {
+            (str(e.get("ruleId")), str(e.get("file")), str(e.get("keyPath")))
+            for e in self.options.baseline
+            if isinstance(e, dict)
+        }
+        kept = []
+        for finding in self.report.findings:
+            if (finding.rule_id, str(finding.file), str(finding.key_path)) in known:
+                self.report.suppressed += 1
+            else:
+                kept.append(finding)
+        self.report.findings = kept
+
+
+def validate(options: Options) -> Report:
+    """Run every step over the targets; raises UsageError / ToolError for exit codes 2 / 3."""
+    return _Run(options).run()
+
+
+def load_baseline(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"--baseline {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(data, list) or not all(isinstance(e, dict) for e in data):
+        raise UsageError(f"--baseline {path}: expected a JSON list of {{ruleId, file, keyPath}}")
+    return data
+
+
+def baseline_entries(report: Report) -> list[dict[str, Any]]:
+    entries = {
+        (f.rule_id, f.file, f.key_path): {
+            "ruleId": f.rule_id,
+            "file": f.file,
+            "keyPath": f.key_path,
+        }
+        for f in report.findings
+    }
+    return [entries[k] for k in sorted(entries, key=lambda k: tuple(map(str, k)))]

@@ -1,0 +1,89 @@
+"""Step 4: render with the real helm, then run the Slurm config renderer on the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from sunk.chartio.helm import HelmError, Release, template
+from sunk.chartio.manifests import RenderedRelease
+from sunk.slurmconf import RenderError, render_all
+from sunk.validate.errors import ToolError
+from sunk.validate.findings import RENDER, Finding, Severity
+
+# Renderer warnings that a rule already reports with a position (SUNK012).
+_COVERED = ("slurmConfig.",)
+
+
+@dataclass
+class Rendered:
+    text: str = ""
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _first_lines(text: str, limit: int = 6) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    out = " / ".join(lines[:limit])
+    return out + (" …" if len(lines) > limit else "")
+
+
+def render(
+    release: Release,
+    files: list[Path],
+    sets: list[str],
+    display: str,
+    skip_sizing: bool = False,
+) -> Rendered:
+    out = Rendered()
+    try:
+        out.text = template(release, files, sets)
+    except HelmError as exc:
+        if exc.missing:
+            raise ToolError(str(exc)) from exc
+        out.findings.append(
+            Finding(
+                RENDER, Severity.ERROR, f"helm template failed: {_first_lines(str(exc))}", display
+            )
+        )
+        return out
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        out.objects = [d for d in yaml.load_all(out.text, Loader=loader) if isinstance(d, dict)]
+    except yaml.YAMLError as exc:
+        out.findings.append(
+            Finding(RENDER, Severity.ERROR, f"helm rendered invalid YAML: {exc}", display)
+        )
+        return out
+    if release.chart == "slurm":
+        out.findings.extend(_slurm(out.objects, release.namespace, display, skip_sizing))
+    return out
+
+
+def _slurm(
+    objects: list[dict[str, Any]], namespace: str, display: str, skip_sizing: bool
+) -> list[Finding]:
+    findings = []
+    try:
+        inputs = RenderedRelease(objects).cluster_inputs(namespace)
+        rendered = render_all(inputs)
+    except RenderError as exc:
+        if skip_sizing:  # SUNK006 already reported it at the values line
+            return []
+        return [Finding(RENDER, Severity.ERROR, f"Slurm renderer: {exc}", display)]
+    except (ValidationError, ValueError, KeyError, TypeError) as exc:
+        message = str(exc).splitlines()[0]
+        return [
+            Finding(
+                RENDER, Severity.ERROR, f"rendered custom resources unreadable: {message}", display
+            )
+        ]
+    for warning in rendered.warnings:
+        if warning.startswith(_COVERED):
+            continue
+        findings.append(Finding(RENDER, Severity.WARNING, f"Slurm renderer: {warning}", display))
+    return findings
