@@ -460,3 +460,33 @@ def test_chart_rendered_cluster_is_accepted(operator, kube, control_plane, op_na
     )
     # The external password Secret does not exist: the operator says so instead of guessing.
     assert cond["status"] == "False" and "slurm-db" in cond["message"]
+
+
+def test_impossible_sizing_is_a_condition_and_an_event(
+    operator, kube, control_plane, op_namespaces
+):
+    ns = op_namespaces[1]
+    pool = f"s{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 1, third=6)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("sizing"))
+    body = nodeset_body("small", "sizing", pool)
+    body["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "1Gi"
+    kube.create(f"{API}/namespaces/{ns}/nodesets", body)
+    cond = control_plane.wait_for(
+        lambda: next(
+            (
+                c
+                for c in status(kube, ns, "nodesets", "small").get("conditions", [])
+                if c["reason"] == "ConfigInvalid"
+            ),
+            None,
+        ),
+        60,
+        "ConfigInvalid condition",
+    )
+    assert "reservedMemory 4Gi leaves no memory for Slurm" in cond["message"]
+    assert pods_of(kube, ns, "small") == []
+    events = kube.list(
+        f"/api/v1/namespaces/{ns}/events", field_selector="involvedObject.name=small"
+    )
+    assert any(e["reason"] == "ConfigInvalid" for e in events)

@@ -35,7 +35,7 @@ POD_SPEC = {
             "image": "opensunk/slurmd:bench",
             "resources": {
                 "requests": {"cpu": "100m", "memory": "128Mi"},
-                "limits": {"memory": "256Mi"},
+                "limits": {"memory": "8Gi"},
             },
         }
     ]

@@ -16,6 +16,7 @@ from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext
 from sunk.slurmconf import Endpoints, NodeSetInput
+from sunk.slurmconf.memory import SizingError
 
 log = logging.getLogger("sunk.operator.nodeset")
 PARALLEL_WRITES = 16
@@ -137,7 +138,20 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
         (i["metadata"]["namespace"], i["metadata"]["name"])
         for i in await kube.list(path_for(API_VERSION, "nodesets"))
     }
-    result = plan(nodeset, body, ctx, nodes, pods, live)
+    try:
+        result = plan(nodeset, body, ctx, nodes, pods, live)
+    except SizingError as exc:
+        if not any(
+            c.get("reason") == "ConfigInvalid" and c.get("message") == str(exc)
+            for c in (body.get("status") or {}).get("conditions") or []
+        ):
+            await emit(kube, body, "ConfigInvalid", str(exc))
+        return await _write_status(
+            kube,
+            body,
+            body.get("status") or {},
+            [conditions.condition("Ready", False, "ConfigInvalid", str(exc))],
+        )
     by_name = {n["metadata"]["name"]: n for n in nodes}
 
     lost = [
