@@ -13,6 +13,7 @@ from aiohttp import web
 from sunk.models.crds import API_VERSION, GROUP, VERSION
 from sunk.operator import names
 from sunk.operator.cluster.reconcile import reconcile_cluster
+from sunk.operator.hashing import stable_hash
 from sunk.operator.kube import Kube, KubeConfig, path_for
 from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
@@ -30,6 +31,10 @@ class Runtime:
     queue: WorkQueue | None = None
     ready: bool = False
     namespaces: tuple[str, ...] = ()  # empty: every namespace
+    # What the watches have shown: (kind, namespace, name) → spec.clusterName.
+    known: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    node_fingerprints: dict[str, str] = field(default_factory=dict)
+    pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -55,6 +60,15 @@ class Runtime:
     def enqueue(self, kind: str, ns: str, name: str) -> None:
         if self.queue is not None and self.watches(ns):
             self.queue.add((kind, ns, name))
+
+    def enqueue_known(self) -> None:
+        for kind, ns, name in list(self.known):
+            self.enqueue(kind, ns, name)
+
+    def enqueue_cluster(self, ns: str, cluster: str | None) -> None:
+        for (kind, kns, name), cluster_name in list(self.known.items()):
+            if kind == "SlurmCluster" and kns == ns and cluster and cluster_name == cluster:
+                self.enqueue(kind, ns, name)
 
     async def enqueue_all(self) -> None:
         for kind, plural in (("SlurmCluster", "slurmclusters"), ("NodeSet", "nodesets")):
@@ -91,6 +105,9 @@ def login(**_: object) -> kopf.ConnectionInfo:
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_: object) -> None:
     settings.posting.enabled = False  # our Events are written by the reconcilers, on change
+    if not log.isEnabledFor(logging.DEBUG):
+        # kopf logs every handler call at INFO: thousands per second with many Nodes.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     rt = _rt()
     rt.queue = WorkQueue(rt.reconcile)
@@ -99,44 +116,77 @@ async def startup(settings: kopf.OperatorSettings, **_: object) -> None:
     rt.ready = True
 
 
+# --- event handlers: cheap triggers into the queue, no API calls on the hot path ----------
+
+
+def _track(rt: Runtime, kind: str, event: kopf.RawEvent, body: kopf.Body) -> None:
+    key = (kind, body.metadata.namespace, body.metadata.name)
+    if event.get("type") == "DELETED":
+        rt.known.pop(key, None)
+    else:
+        rt.known[key] = (body.spec or {}).get("clusterName") or ""
+
+
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
-def on_cluster(body: kopf.Body, **_: object) -> None:
-    _rt().enqueue("SlurmCluster", body.metadata.namespace, body.metadata.name)
+def on_cluster(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
+    rt = _rt()
+    _track(rt, "SlurmCluster", event, body)
+    rt.enqueue("SlurmCluster", body.metadata.namespace, body.metadata.name)
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
-async def on_nodeset(body: kopf.Body, **_: object) -> None:
+def on_nodeset(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     rt = _rt()
+    _track(rt, "NodeSet", event, body)
     rt.enqueue("NodeSet", body.metadata.namespace, body.metadata.name)
-    await _enqueue_cluster(rt, body.metadata.namespace, (body.spec or {}).get("clusterName"))
+    rt.enqueue_cluster(body.metadata.namespace, (body.spec or {}).get("clusterName"))
+
+
+def _node_fingerprint(body: kopf.Body) -> str:
+    """What feasibility, naming and topology read from a Node; heartbeats do not change it."""
+    status = body.get("status") or {}
+    return stable_hash(
+        [
+            body.metadata.labels,
+            (body.spec or {}).get("taints"),
+            (body.spec or {}).get("unschedulable"),
+            status.get("allocatable"),
+            status.get("addresses"),
+        ]
+    )
 
 
 @kopf.on.event("", "v1", "nodes")
-async def on_node(**_: object) -> None:
-    # Feasibility and topology depend on every Node: re-check all NodeSets (coalesced).
-    await _rt().enqueue_all()
+def on_node(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
+    rt = _rt()
+    name = body.metadata.name
+    fingerprint = "" if event.get("type") == "DELETED" else _node_fingerprint(body)
+    if rt.node_fingerprints.get(name) == fingerprint:
+        return
+    if fingerprint:
+        rt.node_fingerprints[name] = fingerprint
+    else:
+        rt.node_fingerprints.pop(name, None)
+    rt.enqueue_known()
 
 
 @kopf.on.event("", "v1", "pods", labels={names.LABEL_NODESET: kopf.PRESENT})
-def on_pod(body: kopf.Body, **_: object) -> None:
-    labels = body.metadata.labels
+def on_pod(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     rt = _rt()
-    rt.enqueue("NodeSet", body.metadata.namespace, labels[names.LABEL_NODESET])
+    ns, labels = body.metadata.namespace, body.metadata.labels
+    rt.enqueue("NodeSet", ns, labels[names.LABEL_NODESET])
+    # Topology follows where pods run: re-render when a pod lands, moves or goes.
+    key = (ns, body.metadata.name)
+    node = "" if event.get("type") == "DELETED" else (body.spec or {}).get("nodeName") or ""
+    if rt.pod_nodes.get(key) != node:
+        rt.pod_nodes[key] = node
+        rt.enqueue_cluster(ns, labels.get(names.LABEL_CLUSTER))
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={names.LABEL_MANAGED_BY: names.MANAGER})
 @kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGER})
-async def on_workload(body: kopf.Body, **_: object) -> None:
-    cluster = body.metadata.labels.get(names.LABEL_CLUSTER)
-    await _enqueue_cluster(_rt(), body.metadata.namespace, cluster)
-
-
-async def _enqueue_cluster(rt: Runtime, ns: str, cluster: str | None) -> None:
-    if not cluster:
-        return
-    for item in await rt.kube.list(path_for(API_VERSION, "slurmclusters", ns)):
-        if (item.get("spec") or {}).get("clusterName") == cluster:
-            rt.enqueue("SlurmCluster", ns, item["metadata"]["name"])
+def on_workload(body: kopf.Body, **_: object) -> None:
+    _rt().enqueue_cluster(body.metadata.namespace, body.metadata.labels.get(names.LABEL_CLUSTER))
 
 
 def health_app(rt: Runtime) -> web.Application:
