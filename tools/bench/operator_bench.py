@@ -147,7 +147,9 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     args = parser.parse_args()
     helm = helm_binary()
-    with tempfile.TemporaryDirectory() as tmp, ControlPlane() as cp:
+    parser_logs = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
+    print(f"operator logs: {parser_logs}", flush=True)
+    with ControlPlane() as cp:
         t0 = time.monotonic()
         make_nodes(cp, args.nodes)
         print(f"created {args.nodes} kwok Nodes in {time.monotonic() - t0:.1f}s", flush=True)
@@ -166,7 +168,7 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        operator_seconds = operator_run(cp, args.nodes, Path(tmp))
+        operator_seconds = operator_run(cp, args.nodes, parser_logs)
         bare_seconds = asyncio.run(bare_run(cp, args.nodes))
     print(f"operator: {args.nodes} pods + complete NodeSet status in {operator_seconds:.1f}s")
     print(f"bare client loop: {args.nodes} pods created in {bare_seconds:.1f}s")

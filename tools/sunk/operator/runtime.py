@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ class Runtime:
             self.metrics.nodesets.pop((ns, name), None)
             return  # deleted: owned objects go with it (owner references)
         self.metrics.reconciles[kind] += 1
+        started, writes = time.monotonic(), self.kube.writes
         try:
             if kind == "SlurmCluster":
                 await reconcile_cluster(self.kube, body)
@@ -56,6 +58,15 @@ class Runtime:
         except Exception:
             self.metrics.errors[kind] += 1
             raise
+        finally:
+            log.info(
+                "reconciled %s %s/%s in %.2fs (%d writes)",
+                kind,
+                ns,
+                name,
+                time.monotonic() - started,
+                self.kube.writes - writes,
+            )
 
     def enqueue(self, kind: str, ns: str, name: str) -> None:
         if self.queue is not None and self.watches(ns):
