@@ -10,9 +10,9 @@ export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 # Test tiers whose runtimes the toolchain installer provides (see README, "Development").
 TOOLCHAIN ?= helm kubeconform
 
-.PHONY: setup demo test lint unit schema clean help
+.PHONY: setup demo test lint unit schema images clean help
 help:
-	@echo "make setup | demo | test | lint | schema | clean"
+	@echo "make setup | demo | test | lint | schema | images | clean"
 
 $(VENV)/.installed: pyproject.toml tools/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ lint: setup
 	$(BIN)/helm lint --strict charts/slurm
 	@if command -v shellcheck >/dev/null; then shellcheck -x .ci/run $$(git ls-files '*.sh'); \
 	  else echo "lint: shellcheck not installed (apt-get install shellcheck); skipped"; fi
+
+# Container images (images/): the debootstrapped base once, then controller, slurmd, login and
+# operator with the charts' default tags. Installs and starts a Docker engine when none answers.
+images: setup
+	$(PY) -m sunk.devenv.images build
 
 schema: setup
 	$(VENV)/bin/sunkctl schema
