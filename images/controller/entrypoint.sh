@@ -34,9 +34,17 @@ require_conf() {
   [ -f "$SUNK_ETC/slurm.conf" ] || sunk_die "$SUNK_ETC/slurm.conf missing: mount the config"
 }
 
+# auth/jwt needs its key file; say which Secret is missing instead of letting the daemon die.
+require_jwt_key() {
+  local conf=$1 key
+  key=$(sed -n 's/^AuthAltParameters=.*jwt_key=\([^,[:space:]]*\).*/\1/p' "$conf" | head -n1)
+  [ -z "$key" ] || [ -f "$key" ] || sunk_die "JWT key $key missing: mount the JWT Secret there"
+}
+
 case "$role" in
   slurmctld)
     require_conf
+    require_jwt_key "$SUNK_ETC/slurm.conf"
     sunk_munge
     if [ "$root" = 1 ] || [ "$SUNK_DRY_RUN" = 1 ]; then
       sunk_own_dirs "$SUNK_SLURM_USER" "$SUNK_STATE_DIR" "$SUNK_RUN_DIR"
@@ -46,6 +54,7 @@ case "$role" in
     ;;
   slurmdbd)
     [ -f "$SUNK_SLURMDBD_CONF" ] || sunk_die "$SUNK_SLURMDBD_CONF missing: mount the Secret"
+    require_jwt_key "$SUNK_SLURMDBD_CONF"
     sunk_munge
     # slurmdbd refuses a slurmdbd.conf not owned by SlurmUser with mode 0600, which a mounted
     # Secret cannot guarantee: copy it (and slurm.conf, if any) into a private directory.

@@ -16,7 +16,8 @@ SUNK_SSH_HOST_KEYS_SOURCE=${SUNK_SSH_HOST_KEYS_SOURCE:-/etc/ssh/host-keys-secret
 SUNK_SSHD_PORT=${SUNK_SSHD_PORT:-22}
 SUNK_MOTD=${SUNK_MOTD:-/etc/motd}
 SUNK_MOTD_EXTRA=${SUNK_MOTD_EXTRA:-}
-SUNK_NSSCACHE_CONF=${SUNK_NSSCACHE_CONF:-/etc/nsscache.conf}
+# The nsscache config is the cluster's (mounted), not the package's LDAP example.
+SUNK_NSSCACHE_CONF=${SUNK_NSSCACHE_CONF:-/etc/sunk/nsscache.conf}
 SUNK_RUN_SSHD_DIR=${SUNK_RUN_SSHD_DIR:-/run/sshd}
 SUNK_ETC=${SUNK_ETC:-/etc/slurm}
 SUNK_CONTROLLER=${SUNK_CONTROLLER:-}
