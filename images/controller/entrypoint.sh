@@ -23,6 +23,8 @@ SUNK_RESTD_USER=${SUNK_RESTD_USER:-slurmrestd}
 SUNK_RESTD_LISTEN=${SUNK_RESTD_LISTEN:-0.0.0.0:6820}
 SUNK_RESTD_AUTH=${SUNK_RESTD_AUTH:-rest_auth/jwt}
 SUNK_DB_WAIT=${SUNK_DB_WAIT:-}
+# The MariaDB client library slurmdbd loads (see mariadb-compat.sh); empty: the system one.
+SUNK_MARIADB_COMPAT_DIR=${SUNK_MARIADB_COMPAT_DIR-/opt/sunk/mariadb-compat/lib}
 SUNK_DB_TIMEOUT=${SUNK_DB_TIMEOUT:-300}
 # Extra daemon flags, split on spaces (e.g. "-vvv").
 read -r -a extra <<<"${SUNK_EXTRA_ARGS:-}"
@@ -74,8 +76,11 @@ case "$role" in
       sunk_wait_tcp "$SUNK_HOST" "$SUNK_PORT" "$SUNK_DB_TIMEOUT"
     fi
     # slurmdbd reads slurmdbd.conf from the directory of $SLURM_CONF.
-    sunk_as_user "$SUNK_SLURM_USER" env SLURM_CONF="$conf_dir/slurm.conf" \
-      slurmdbd -D "${extra[@]}" "$@"
+    dbd_env=(SLURM_CONF="$conf_dir/slurm.conf")
+    if [ -n "$SUNK_MARIADB_COMPAT_DIR" ] && [ -e "$SUNK_MARIADB_COMPAT_DIR/libmariadb.so.3" ]; then
+      dbd_env+=(LD_LIBRARY_PATH="$SUNK_MARIADB_COMPAT_DIR")
+    fi
+    sunk_as_user "$SUNK_SLURM_USER" env "${dbd_env[@]}" slurmdbd -D "${extra[@]}" "$@"
     ;;
   slurmrestd)
     require_conf

@@ -398,3 +398,36 @@ def test_login_nsscache_is_optional(entrypoint, login_env, tmp_path):
         assert f"nsscache -c {conf} update --full" in res.actions
     else:
         assert "nsscache is not installed" in res.stderr
+
+
+def test_slurmctld_names_a_missing_jwt_key(entrypoint, etc, tmp_path):
+    key = tmp_path / "jwt" / "jwt.key"
+    (etc / "slurm.conf").write_text(f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={key}\n")
+    env = {"SUNK_ETC": str(etc), "SUNK_STATE_DIR": str(tmp_path)}
+    res = entrypoint("controller", "slurmctld", env=env)
+    assert res.rc == 1
+    assert f"JWT key {key} missing" in res.stderr
+    key.parent.mkdir()
+    key.write_bytes(b"x" * 32)
+    assert entrypoint("controller", "slurmctld", env=env).rc == 0
+
+
+def test_slurmdbd_uses_the_compat_mariadb_library_when_present(entrypoint, tmp_path):
+    conf = tmp_path / "slurmdbd.conf"
+    conf.write_text("x\n")
+    compat = tmp_path / "compat"
+    compat.mkdir()
+    (compat / "libmariadb.so.3").write_bytes(b"")
+    run = tmp_path / "r"
+    env = {
+        "SUNK_SLURMDBD_CONF": str(conf),
+        "SUNK_SLURMDBD_RUN_DIR": str(run),
+        "SUNK_MARIADB_COMPAT_DIR": str(compat),
+    }
+    res = entrypoint("controller", "slurmdbd", env=env)
+    assert res.exec_argv == as_user(
+        "slurm", "env", f"SLURM_CONF={run}/etc/slurm.conf", f"LD_LIBRARY_PATH={compat}",
+        "slurmdbd", "-D",
+    )  # fmt: skip
+    off = entrypoint("controller", "slurmdbd", env={**env, "SUNK_MARIADB_COMPAT_DIR": ""})
+    assert not [a for a in off.exec_argv if a.startswith("LD_LIBRARY_PATH")]
