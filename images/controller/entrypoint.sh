@@ -22,6 +22,8 @@ SUNK_SLURMDBD_CONF=${SUNK_SLURMDBD_CONF:-$SUNK_ETC/slurmdbd.conf}
 SUNK_RESTD_USER=${SUNK_RESTD_USER:-slurmrestd}
 SUNK_RESTD_LISTEN=${SUNK_RESTD_LISTEN:-0.0.0.0:6820}
 SUNK_RESTD_AUTH=${SUNK_RESTD_AUTH:-rest_auth/jwt}
+# slurmrestd unshares its file and System V namespaces, which an unprivileged pod may not do.
+SUNK_RESTD_SECURITY=${SUNK_RESTD_SECURITY-disable_unshare_files,disable_unshare_sysv}
 SUNK_DB_WAIT=${SUNK_DB_WAIT:-}
 # The MariaDB client library slurmdbd loads (see mariadb-compat.sh); empty: the system one.
 SUNK_MARIADB_COMPAT_DIR=${SUNK_MARIADB_COMPAT_DIR-/opt/sunk/mariadb-compat/lib}
@@ -86,8 +88,12 @@ case "$role" in
     require_conf
     sunk_munge
     # slurmrestd refuses to run as root or as SlurmUser: it has a user of its own.
-    sunk_as_user "$SUNK_RESTD_USER" env SLURM_CONF="$SUNK_ETC/slurm.conf" \
-      slurmrestd -a "$SUNK_RESTD_AUTH" "${extra[@]}" "$@" "$SUNK_RESTD_LISTEN"
+    restd_env=(SLURM_CONF="$SUNK_ETC/slurm.conf" SLURMRESTD_SECURITY="$SUNK_RESTD_SECURITY")
+    # With rest_auth/jwt it passes the client's token on: it must speak auth/jwt itself.
+    case "$SUNK_RESTD_AUTH" in
+      *rest_auth/jwt*) restd_env+=(SLURM_JWT=daemon) ;;
+    esac
+    sunk_as_user "$SUNK_RESTD_USER" env "${restd_env[@]}" slurmrestd -a "$SUNK_RESTD_AUTH" "${extra[@]}" "$@" "$SUNK_RESTD_LISTEN"
     ;;
   munged)
     sunk_munged_foreground

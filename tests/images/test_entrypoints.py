@@ -290,6 +290,7 @@ def test_slurmrestd_runs_as_its_own_user(entrypoint, etc):
     assert res.rc == 0, res.stderr
     assert res.exec_argv == as_user(
         "slurmrestd", "env", f"SLURM_CONF={etc}/slurm.conf",
+        "SLURMRESTD_SECURITY=disable_unshare_files,disable_unshare_sysv", "SLURM_JWT=daemon",
         "slurmrestd", "-a", "rest_auth/jwt", "0.0.0.0:6820",
     )  # fmt: skip
 

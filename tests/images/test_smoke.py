@@ -1,5 +1,6 @@
-"""Smoke test of the built images: slurmctld, two slurmd and a login container boot from
-configuration our renderer produced, and jobs submitted on the login container complete.
+"""Smoke test of the built images: MariaDB, slurmdbd, slurmctld, slurmrestd, two slurmd and a
+login container boot from configuration our renderer produced; jobs submitted on the login
+container complete and are accounted.
 
 Networking stays off the host: every container starts with `--network none` and gets a veth
 into a bridge inside a network namespace this test creates (10.250.x.0/24); nothing is
@@ -26,6 +27,27 @@ from sunk.slurmconf import ClusterInputs, Endpoints, NodeSetInput, render_all
 CLUSTER = "smoke"
 SUBNET = "10.250.{n}.{host}"
 NODES = ("smoke-cpu-0", "smoke-cpu-1")
+# Host part of each container's address on the test bridge.
+HOSTS = {
+    f"{CLUSTER}-controller": 1,
+    NODES[0]: 2,
+    NODES[1]: 3,
+    f"{CLUSTER}-login": 4,
+    f"{CLUSTER}-accounting": 5,
+    f"{CLUSTER}-mariadb": 6,
+    f"{CLUSTER}-rest": 7,
+}
+DB_PASSWORD = "smoke-" + secrets.token_hex(8)
+# A throwaway MariaDB for slurmdbd, built from our base (no registry): test-only tag.
+MARIADB_IMAGE = f"{images.IMAGE_PREFIX}/test-mariadb:{images.SUITE}"
+MARIADB_DOCKERFILE = f"""\
+FROM {images.BASE_IMAGE}
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \\
+      --no-install-recommends mariadb-server && rm -rf /var/lib/apt/lists/*
+RUN mariadb-install-db --user=mysql --skip-test-db >/dev/null \
+ && install -d -o mysql -g mysql /run/mysqld
+CMD ["mariadbd", "--user=mysql", "--bind-address=0.0.0.0", "--init-file=/init.sql"]
+"""
 # slurmd runs privileged in Kubernetes; `--privileged` asks for every capability, and where the
 # engine's own bounding set lacks one (sandboxes drop CAP_SYS_RESOURCE) runc refuses it, so ask
 # for all the engine has. The host's cgroup tree is mounted for slurmd's cgroup plugins at the
@@ -43,8 +65,8 @@ def ref(name: str) -> str:
     return next(s.ref for s in images.images() if s.name == name)
 
 
-def sh(*cmd: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+def sh(*cmd: str, check: bool = True, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} -> {proc.returncode}\n{proc.stdout}{proc.stderr}")
     return proc
@@ -60,15 +82,24 @@ def built_images() -> None:
         pytest.skip(f"{problem}; set SUNK_TEST_IMAGES=1 to build the images and run this test")
     if want:
         try:
-            images.build(["controller", "slurmd", "login"])
+            images.build()
         except images.ImageBuildError as exc:
             pytest.skip(f"images could not be built here: {exc}")
-    missing = [r for r in map(ref, ("controller", "slurmd", "login")) if not images.image_id(r)]
+    missing = [r for r in (s.ref for s in images.images()) if not images.image_id(r)]
     if missing:
         pytest.skip(
             f"images not built ({', '.join(missing)}): run `make images`, or set "
             "SUNK_TEST_IMAGES=1 to build them in the test"
         )
+
+
+@pytest.fixture(scope="module")
+def mariadb_image(built_images) -> str:
+    if images.image_id(MARIADB_IMAGE) is None:
+        sh("docker", "build", "--network", "host", "-t", MARIADB_IMAGE, "-",
+           input=MARIADB_DOCKERFILE, timeout=600,
+           env=dict(os.environ, DOCKER_BUILDKIT="0"))  # fmt: skip
+    return MARIADB_IMAGE
 
 
 @dataclass
@@ -79,18 +110,19 @@ class Cluster:
     netns: str
     subnet: int
     containers: list[str] = field(default_factory=list)
-    next_host: int = 1
 
-    def addr(self, host: int) -> str:
-        return SUBNET.format(n=self.subnet, host=host)
+    def addr(self, name: str) -> str:
+        return SUBNET.format(n=self.subnet, host=HOSTS[name])
+
+    def hosts(self) -> list[str]:
+        return [f"--add-host={name}:{self.addr(name)}" for name in HOSTS]
 
     def run(self, name: str, image: str, *args: str, opts: tuple[str, ...] = ()) -> str:
         container = f"{name}-{self.suffix}"
         self.containers.append(container)  # removed at the end even if `run` fails
         sh("docker", "run", "-d", "--name", container, "--hostname", name,
-           "--network", "none", *opts, image, *args)  # fmt: skip
-        self.plug(container, self.addr(self.next_host))
-        self.next_host += 1
+           "--network", "none", *self.hosts(), *opts, image, *args)  # fmt: skip
+        self.plug(container, self.addr(name))
         return container
 
     def plug(self, container: str, addr: str) -> None:
@@ -103,31 +135,40 @@ class Cluster:
         sh(*inside, "ip", "addr", "add", f"{addr}/24", "dev", "eth0")
         sh(*inside, "ip", "link", "set", "eth0", "up")
 
-    def exec(self, container: str, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return sh("docker", "exec", f"{container}-{self.suffix}", *cmd, check=False,
+    def exec(self, name: str, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return sh("docker", "exec", f"{name}-{self.suffix}", *cmd, check=False,
                   timeout=timeout)  # fmt: skip
 
-    def running(self, name: str) -> bool:
-        proc = sh("docker", "inspect", "-f", "{{.State.Running}}", f"{name}-{self.suffix}")
-        return proc.stdout.strip() == "true"
+    def dead(self) -> list[str]:
+        return [
+            c
+            for c in self.containers
+            if sh("docker", "inspect", "-f", "{{.State.Running}}", c, check=False).stdout.strip()
+            != "true"
+        ]
+
+    def uids(self, name: str) -> dict[str, str]:
+        """command → uid of the container's processes (as the host's ps sees them)."""
+        proc = sh("docker", "top", f"{name}-{self.suffix}", "-o", "pid,uid,comm")
+        rows = [ln.split() for ln in proc.stdout.splitlines()[1:]]
+        return {row[2]: row[1] for row in rows if len(row) == 3}
 
     def logs(self) -> str:
         out = []
         for c in self.containers:
-            proc = sh("docker", "logs", "--tail", "40", c, check=False)
+            proc = sh("docker", "logs", "--tail", "30", c, check=False)
             out.append(f"--- {c}\n{proc.stdout}{proc.stderr}")
         return "\n".join(out)
 
 
-def render(controller_addr: str, prolog: bool) -> tuple[dict[str, str], str]:
+def render(c: Cluster) -> tuple[dict[str, str], str]:
     spec = SlurmClusterSpec.model_validate(
         {
             "clusterName": CLUSTER,
-            "accounting": {"enabled": False},
             # No Kubernetes Nodes to read topology labels from: no topology.conf.
             "compute": {"generateTopology": False},
             "slurmConfig": {"cgroupConfig": {"CgroupMountpoint": CGROUP_MOUNT}},
-            "scripts": {"prolog": "smoke-prolog"} if prolog else {},
+            "scripts": {"prolog": "smoke-prolog"},
         }
     )
     nodeset = NodeSetSpec.model_validate(
@@ -146,56 +187,85 @@ def render(controller_addr: str, prolog: bool) -> tuple[dict[str, str], str]:
     )
     endpoints = Endpoints(
         controller_host=f"{CLUSTER}-controller",
-        controller_addr=controller_addr,
+        controller_addr=c.addr(f"{CLUSTER}-controller"),
         dbd_host=f"{CLUSTER}-accounting",
-        dbd_addr=controller_addr,
+        dbd_addr=c.addr(f"{CLUSTER}-accounting"),
+        storage_host=c.addr(f"{CLUSTER}-mariadb"),
     )
-    rendered = render_all(ClusterInputs(spec, (NodeSetInput("cpu", nodeset),), endpoints))
+    inputs = ClusterInputs(spec, (NodeSetInput("cpu", nodeset),), endpoints, (), DB_PASSWORD)
+    rendered = render_all(inputs)
     return rendered.files, rendered.registrations["cpu"]
 
 
+def wait_for(what: str, check, cluster: Cluster, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        dead = cluster.dead()
+        if dead:
+            pytest.fail(f"container(s) exited: {', '.join(dead)}\n{cluster.logs()}")
+        last = check()
+        if last is True:
+            return
+        time.sleep(2)
+    pytest.fail(f"timed out waiting for {what} ({last!r})\n{cluster.logs()}")
+
+
+def tcp_open(c: Cluster, name: str, port: int) -> bool:
+    probe = f"exec 3<>/dev/tcp/127.0.0.1/{port}"
+    return c.exec(name, "bash", "-c", probe).returncode == 0
+
+
 @pytest.fixture(scope="module")
-def cluster(built_images, tmp_path_factory) -> Iterator[Cluster]:
+def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
     if shutil.which("ip") is None or shutil.which("nsenter") is None:
         pytest.skip("iproute2 and util-linux (ip, nsenter) are needed for the test network")
     suffix = secrets.token_hex(4)
-    subnet = 100 + secrets.randbelow(100)
-    c = Cluster(suffix=suffix, netns=f"sunk-img-{suffix}", subnet=subnet)
+    c = Cluster(suffix=suffix, netns=f"sunk-img-{suffix}", subnet=100 + secrets.randbelow(100))
     work = tmp_path_factory.mktemp("smoke")
-    files, registration = render(c.addr(1), prolog=True)
+    files, registration = render(c)
     etc = work / "etc"
     etc.mkdir()
     for name, text in files.items():
         (etc / name).write_text(text)
     (etc / "prolog.sh").chmod(0o755)
-    prolog_d = work / "prolog.d"
-    prolog_d.mkdir()
-    (prolog_d / "10-mark").write_text('#!/bin/sh\necho "$SLURM_JOB_ID" >> /tmp/prolog-ran\n')
-    (prolog_d / "10-mark").chmod(0o755)
     (etc / "jwt").mkdir()
     jwt = etc / "jwt" / "jwt.key"
     jwt.write_bytes(secrets.token_bytes(32))
     jwt.chmod(0o400)
     os.chown(jwt, 401, 401)  # the slurm user of the images
+    prolog_d = work / "prolog.d"
+    prolog_d.mkdir()
+    (prolog_d / "10-mark").write_text('#!/bin/sh\necho "$SLURM_JOB_ID" >> /tmp/prolog-ran\n')
+    (prolog_d / "10-mark").chmod(0o755)
     key = work / "munge.key"
     key.write_bytes(secrets.token_bytes(1024))
     key.chmod(0o400)
+    init_sql = work / "init.sql"
+    init_sql.write_text(
+        f"CREATE USER IF NOT EXISTS 'slurm'@'%' IDENTIFIED BY '{DB_PASSWORD}';\n"
+        "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';\n"
+    )
+    init_sql.chmod(0o644)
     secret = ("-v", f"{key}:/etc/munge-secret/munge.key:ro")
-    hosts = [f"--add-host={CLUSTER}-controller:{c.addr(1)}"]
-    hosts += [f"--add-host={n}:{c.addr(2 + i)}" for i, n in enumerate(NODES)]
-    hosts.append(f"--add-host={CLUSTER}-login:{c.addr(2 + len(NODES))}")
+    config = ("-v", f"{etc}:/etc/slurm:ro")
     sh("ip", "netns", "add", c.netns)
     try:
         ns = ("ip", "netns", "exec", c.netns)
         sh(*ns, "ip", "link", "set", "lo", "up")
         sh(*ns, "ip", "link", "add", "br0", "type", "bridge")
         sh(*ns, "ip", "link", "set", "br0", "up")
+        c.run(f"{CLUSTER}-mariadb", mariadb_image, opts=("-v", f"{init_sql}:/init.sql:ro"))
+        mariadb = f"{c.addr(f'{CLUSTER}-mariadb')}:3306"
+        c.run(f"{CLUSTER}-accounting", ref("controller"), "slurmdbd",
+              opts=(*secret, *config, "-e", f"SUNK_DB_WAIT={mariadb}"))  # fmt: skip
         c.run(f"{CLUSTER}-controller", ref("controller"), "slurmctld",
-              opts=(*secret, *hosts, "-v", f"{etc}:/etc/slurm:ro",
-                    "-e", "SUNK_EXTRA_ARGS=-v"))  # fmt: skip
+              opts=(*secret, *config))  # fmt: skip
+        c.run(f"{CLUSTER}-rest", ref("controller"), "slurmrestd",
+              opts=(*secret, *config))  # fmt: skip
         slurmd_opts = (
-            *secret, *hosts, *SLURMD_PRIVILEGES,
-            "-e", f"SUNK_CONTROLLER={c.addr(1)}:6817",
+            *secret, *SLURMD_PRIVILEGES,
+            "-e", f"SUNK_CONTROLLER={c.addr(f'{CLUSTER}-controller')}:6817",
             "-v", f"{etc}/prolog.sh:/etc/slurm/prolog.sh:ro",
             "-v", f"{prolog_d}:/etc/slurm/prolog.d:ro",
         )  # fmt: skip
@@ -209,7 +279,7 @@ def cluster(built_images, tmp_path_factory) -> Iterator[Cluster]:
                     "-e", "SUNK_RESERVED_MEMORY_MIB=512"))  # fmt: skip
         # The login container has no slurm.conf: its clients go configless through sackd.
         c.run(f"{CLUSTER}-login", ref("login"),
-              opts=(*secret, *hosts, "-e", f"SUNK_CONTROLLER={c.addr(1)}:6817",
+              opts=(*secret, "-e", f"SUNK_CONTROLLER={c.addr(f'{CLUSTER}-controller')}:6817",
                     "-e", f"SUNK_CLUSTER_NAME={CLUSTER}"))  # fmt: skip
         yield c
     finally:
@@ -218,52 +288,97 @@ def cluster(built_images, tmp_path_factory) -> Iterator[Cluster]:
         sh("ip", "netns", "del", c.netns, check=False)
 
 
-def wait_for(what: str, check, cluster: Cluster, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        dead = [c for c in cluster.containers if not cluster.running(c[: -len(cluster.suffix) - 1])]
-        if dead:
-            pytest.fail(f"container(s) exited: {', '.join(dead)}\n{cluster.logs()}")
-        last = check()
-        if last is True:
-            return
-        time.sleep(2)
-    pytest.fail(f"timed out waiting for {what} ({last!r})\n{cluster.logs()}")
+LOGIN = f"{CLUSTER}-login"
 
 
-def test_jobs_run_on_both_nodes(cluster: Cluster):
-    login = f"{CLUSTER}-login"
+@pytest.fixture(scope="module")
+def ready(cluster: Cluster) -> Cluster:
+    """The cluster once both slurmd are idle as the login container's sinfo sees them."""
 
     def nodes_idle():
-        proc = cluster.exec(login, "sinfo", "-h", "-N", "-o", "%N %t %c %m %f")
-        lines = [ln.split() for ln in proc.stdout.splitlines()]
-        idle = {ln[0] for ln in lines if ln[1] == "idle"}
+        proc = cluster.exec(LOGIN, "sinfo", "-h", "-N", "-o", "%N %t")
+        idle = {ln.split()[0] for ln in proc.stdout.splitlines() if ln.split()[1:] == ["idle"]}
         return True if idle >= set(NODES) else (proc.returncode, proc.stdout, proc.stderr)
 
     wait_for("both slurmd idle in sinfo (from the login container)", nodes_idle, cluster)
-    sizes = cluster.exec(login, "sinfo", "-h", "-N", "-o", "%N %c %m %f").stdout
+    return cluster
+
+
+def test_jobs_run_on_both_nodes_and_are_accounted(ready: Cluster):
+    cluster = ready
+    sizes = cluster.exec(LOGIN, "sinfo", "-h", "-N", "-o", "%N %c %m %f").stdout
+    assert f"{NODES[0]} 1 1536 cpu" in sizes, sizes  # the renderer's registration
     assert f"{NODES[1]} 1 1536 cpu" in sizes, sizes  # derived: 2 GiB - 512 MiB, 1 CPU
 
-    srun = cluster.exec(login, "srun", "-N2", "-p", "cpu", "hostname", timeout=180)
+    srun = cluster.exec(LOGIN, "srun", "-N2", "-p", "cpu", "hostname", timeout=180)
     assert srun.returncode == 0, (srun.stdout, srun.stderr, cluster.logs())
     assert sorted(srun.stdout.split()) == sorted(NODES)
 
     batch = cluster.exec(
-        login, "sbatch", "--wait", "-N1", "-o", "/tmp/smoke-%j.out", "--wrap", "hostname",
-        timeout=180,
+        LOGIN, "sbatch", "--parsable", "--wait", "-N1", "-o", "/tmp/smoke-%j.out",
+        "--wrap", "hostname", timeout=180,
     )  # fmt: skip
     assert batch.returncode == 0, (batch.stdout, batch.stderr, cluster.logs())
-    job = batch.stdout.split()[-1]
-    ran = [n for n in NODES if cluster.exec(n, "cat", "/tmp/prolog-ran").returncode == 0]
-    assert ran, "the prolog dispatcher ran no prolog.d script"
-    marks = "".join(cluster.exec(n, "cat", "/tmp/prolog-ran").stdout for n in ran)
-    assert job in marks.split()
+    job = batch.stdout.split()[0]
+    marks = "".join(cluster.exec(n, "cat", "/tmp/prolog-ran").stdout for n in NODES)
+    assert job in marks.split(), "the prolog dispatcher did not run prolog.d for the job"
+
+    def accounted():
+        proc = cluster.exec(LOGIN, "sacct", "-n", "-X", "-P", "-j", job, "-o", "JobID,State")
+        return True if f"{job}|COMPLETED" in proc.stdout else (proc.stdout, proc.stderr)
+
+    wait_for(f"job {job} COMPLETED in sacct (slurmdbd + MariaDB)", accounted, cluster, 60)
+    clusters = cluster.exec(LOGIN, "sacctmgr", "-n", "-P", "list", "cluster", "format=cluster")
+    assert CLUSTER in clusters.stdout.split(), clusters
 
 
-def test_login_motd_and_sshd(cluster: Cluster):
-    login = f"{CLUSTER}-login"
-    motd = cluster.exec(login, "cat", "/etc/motd").stdout
+def test_daemons_run_as_their_users(ready: Cluster):
+    cluster = ready
+    wait_for("sshd on the login container", lambda: tcp_open(cluster, LOGIN, 22), cluster)
+    assert cluster.uids(f"{CLUSTER}-controller").get("slurmctld") == "401"
+    assert cluster.uids(f"{CLUSTER}-accounting").get("slurmdbd") == "401"
+    assert cluster.uids(f"{CLUSTER}-rest").get("slurmrestd") == "403"
+    assert cluster.uids(NODES[0]).get("slurmd") == "0"
+    for name in (f"{CLUSTER}-controller", NODES[0], LOGIN):
+        assert cluster.uids(name).get("munged") == "402", name
+
+
+def test_slurmrestd_answers_with_a_jwt(ready: Cluster):
+    cluster = ready
+    rest = cluster.addr(f"{CLUSTER}-rest")
+    wait_for("slurmrestd on :6820", lambda: tcp_open(cluster, f"{CLUSTER}-rest", 6820), cluster)
+    # slurmrestd rejects tokens for root; `slurm` (uid 401) exists in every image.
+    token = cluster.exec(LOGIN, "scontrol", "token", "username=slurm")
+    assert token.returncode == 0, (token.stdout, token.stderr)
+    jwt = token.stdout.strip().removeprefix("SLURM_JWT=")
+    request = (
+        f"exec 3<>/dev/tcp/{rest}/6820; "
+        "printf 'GET /slurm/v0.0.41/ping HTTP/1.0\\r\\nX-SLURM-USER-NAME: slurm\\r\\n"
+        f"X-SLURM-USER-TOKEN: {jwt}\\r\\n\\r\\n' >&3; cat <&3"
+    )
+    answer = cluster.exec(LOGIN, "bash", "-c", request)
+    status = answer.stdout.split("\n", 1)[0]
+    rest_log = sh("docker", "logs", f"{CLUSTER}-rest-{cluster.suffix}", check=False).stderr
+    assert status.split()[1:2] == ["200"], (answer.stdout[:300], rest_log[-3000:])
+    assert '"pinged": "UP"' in answer.stdout
+
+
+def test_login_motd_and_sshd(ready: Cluster):
+    cluster = ready
+    motd = cluster.exec(LOGIN, "cat", "/etc/motd").stdout
     assert f"Welcome to the {CLUSTER} Slurm cluster" in motd
-    ssh = cluster.exec(login, "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/22 && head -c 7 <&3")
+    wait_for("sshd on the login container", lambda: tcp_open(cluster, LOGIN, 22), cluster)
+    ssh = cluster.exec(LOGIN, "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/22 && head -c 7 <&3")
     assert ssh.stdout.startswith("SSH-2.0"), (ssh.stdout, ssh.stderr)
+
+
+def test_operator_image_is_the_package_as_a_non_root_user(built_images):
+    image = ref("operator")
+    probe = sh("docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image,
+               "-c", "import os, sunk; print(os.getuid(), sunk.__version__)")  # fmt: skip
+    assert probe.stdout.split() == ["65532", images.IMAGE_TAG.split("-")[0]]
+    entry = sh("docker", "image", "inspect", "-f", "{{json .Config.Entrypoint}}", image)
+    assert entry.stdout.strip() == '["/opt/sunk/bin/sunk-operator"]'
+    script = sh("docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", image,
+                "/opt/sunk/bin/sunk-operator")  # fmt: skip
+    assert "sunk.operator.main" in script.stdout
