@@ -382,3 +382,18 @@ def test_operator_image_is_the_package_as_a_non_root_user(built_images):
     script = sh("docker", "run", "--rm", "--network", "none", "--entrypoint", "cat", image,
                 "/opt/sunk/bin/sunk-operator")  # fmt: skip
     assert "sunk.operator.main" in script.stdout
+
+
+def test_a_base_with_another_slurm_series_fails_the_build(built_images):
+    """One Slurm version everywhere: a slurmd image whose base carries another series (here:
+    asking for 23.11 from trixie's 24.11) is refused at build time, naming both."""
+    spec = images.ImageSpec(
+        "slurmd", f"{images.IMAGE_PREFIX}/test-slurmd", "mismatch",
+        {"BASE_IMAGE": images.BASE_IMAGE, "SLURM_VERSION": "23.11"},
+    )  # fmt: skip
+    cmd = images.build_command(spec, images.repo_root())
+    proc = sh(*cmd, check=False, timeout=600, env=dict(os.environ, DOCKER_BUILDKIT="0"))
+    assert proc.returncode != 0
+    assert "carries Slurm '24.11" in proc.stdout + proc.stderr
+    assert "not 23.11.x" in proc.stdout + proc.stderr
+    assert images.image_id(spec.ref) is None

@@ -277,11 +277,31 @@ def _umount_under(path: Path) -> None:
 # --- the operator's wheelhouse ----------------------------------------------------------------
 
 
+def wheelhouse_key(repo: Path) -> str:
+    """Hash of everything the wheelhouse is made from: unchanged sources reuse it, so the
+    operator image's COPY layer (and everything after it) stays cached."""
+    digest = hashlib.sha256(f"python{OPERATOR_PYTHON}\n".encode())
+    files = [repo / "pyproject.toml", repo / "tools" / "constraints.txt"]
+    files += sorted(
+        p for p in (repo / "tools" / "sunk").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )  # fmt: skip
+    for path in files:
+        digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def wheelhouse(repo: Path) -> Path:
     """Wheels of the project and its dependencies for the operator image's Python, fetched on
     the host (through the host's pip configuration) so the image build needs no index."""
     out = repo / "build" / "images" / "wheelhouse"
+    key = wheelhouse_key(repo)
+    stamp = out.parent / "wheelhouse.key"
+    if out.is_dir() and stamp.is_file() and stamp.read_text().strip() == key:
+        log(f"operator wheelhouse: cached ({out})")
+        return out
     shutil.rmtree(out, ignore_errors=True)
+    stamp.unlink(missing_ok=True)
     out.mkdir(parents=True)
     pip = [sys.executable, "-m", "pip"]
     log(f"operator wheelhouse for Python {OPERATOR_PYTHON} in {out}")
@@ -295,6 +315,7 @@ def wheelhouse(repo: Path) -> Path:
          "-c", str(repo / "tools" / "constraints.txt"), "-d", str(out), str(wheel)],
         check=True,
     )  # fmt: skip
+    stamp.write_text(key + "\n")
     return out
 
 
