@@ -96,7 +96,7 @@ def built_images() -> None:
 @pytest.fixture(scope="module")
 def mariadb_image(built_images) -> str:
     if images.image_id(MARIADB_IMAGE) is None:
-        sh("docker", "build", "--network", "host", "-t", MARIADB_IMAGE, "-",
+        sh("docker", "build", "--network", "host", "--force-rm", "-t", MARIADB_IMAGE, "-",
            input=MARIADB_DOCKERFILE, timeout=600,
            env=dict(os.environ, DOCKER_BUILDKIT="0"))  # fmt: skip
     return MARIADB_IMAGE

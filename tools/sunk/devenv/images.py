@@ -323,7 +323,15 @@ def wheelhouse(repo: Path) -> Path:
 
 
 def build_command(spec: ImageSpec, repo: Path, no_cache: bool = False) -> list[str]:
-    cmd = ["docker", "build", "--network", "host", "-f", f"images/{spec.name}/Dockerfile"]
+    cmd = [
+        "docker",
+        "build",
+        "--network",
+        "host",
+        "--force-rm",
+        "-f",
+        f"images/{spec.name}/Dockerfile",
+    ]
     cmd += ["-t", spec.ref]
     for key, value in sorted(spec.build_args.items()):
         cmd += ["--build-arg", f"{key}={value}"]
