@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+import pytest
 import yaml
 
 from sunk.devenv import images
@@ -79,3 +80,26 @@ def test_cuda_variants_are_slurmd_on_another_base(monkeypatch):
 def test_debian_mirror_comes_from_the_apt_sources(monkeypatch):
     monkeypatch.setenv("SUNK_DEBIAN_MIRROR", "http://mirror.invalid/debian")
     assert images.debian_mirror() == "http://mirror.invalid/debian"
+
+
+def test_debian_mirror_reads_deb822_and_one_line_sources(monkeypatch, tmp_path):
+    monkeypatch.delenv("SUNK_DEBIAN_MIRROR", raising=False)
+    parts = tmp_path / "sources.list.d"
+    parts.mkdir()
+    (parts / "other.list").write_text("deb [arch=amd64] http://vendor.invalid/apt stable-x main\n")
+    (parts / "debian.sources").write_text(
+        "Types: deb\nURIs: http://security.invalid/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n\n"
+        "Types: deb-src\nURIs: http://src.invalid/debian\nSuites: bookworm\nComponents: main\n\n"
+        "Types: deb\nURIs: http://archive.invalid/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\n"
+    )
+    assert images.debian_mirror(tmp_path) == "http://archive.invalid/debian"
+    (parts / "debian.sources").unlink()
+    (tmp_path / "sources.list").write_text(
+        "# comment\ndeb http://one.invalid/debian trixie main contrib\n"
+    )
+    assert images.debian_mirror(tmp_path) == "http://one.invalid/debian"
+    (tmp_path / "sources.list").write_text("")
+    with pytest.raises(images.ImageBuildError, match="SUNK_DEBIAN_MIRROR"):
+        images.debian_mirror(tmp_path)

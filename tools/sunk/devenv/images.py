@@ -155,15 +155,21 @@ def image_id(ref: str) -> str | None:
 # --- the base image ---------------------------------------------------------------------------
 
 
-_DEBIAN_SUITE = re.compile(r"^(stable|testing|unstable|sid|trixie|bookworm|bullseye|forky)(-.*)?$")
+_DEBIAN_SUITE = re.compile(
+    r"^(stable|testing|unstable|sid|trixie|bookworm|bullseye|forky)(-updates|-backports)?$"
+)
 
 
-def _apt_sources() -> list[tuple[str, list[str], list[str]]]:
-    """(uri, suites, components) of every binary source in the host's apt configuration."""
-    files = [Path("/etc/apt/sources.list")]
-    parts = Path("/etc/apt/sources.list.d")
+def apt_source_files(etc: Path = Path("/etc/apt")) -> list[Path]:
+    files = [etc / "sources.list"]
+    parts = etc / "sources.list.d"
     if parts.is_dir():
         files += sorted(parts.glob("*.list")) + sorted(parts.glob("*.sources"))
+    return files
+
+
+def _apt_sources(files: list[Path]) -> list[tuple[str, list[str], list[str]]]:
+    """(uri, suites, components) of every binary source in these apt sources files."""
     out: list[tuple[str, list[str], list[str]]] = []
     for path in (f for f in files if f.is_file()):
         text = path.read_text(errors="replace")
@@ -186,14 +192,13 @@ def _apt_sources() -> list[tuple[str, list[str], list[str]]]:
     return out
 
 
-def debian_mirror() -> str:
+def debian_mirror(etc: Path = Path("/etc/apt")) -> str:
     """The Debian archive the host's apt uses (``$SUNK_DEBIAN_MIRROR`` overrides it)."""
     env = os.environ.get("SUNK_DEBIAN_MIRROR")
     if env:
         return env
-    for uri, suites, components in _apt_sources():
-        debian = any(_DEBIAN_SUITE.match(s) for s in suites)
-        if debian and "main" in components and not any(s.endswith("-security") for s in suites):
+    for uri, suites, components in _apt_sources(apt_source_files(etc)):
+        if "main" in components and any(_DEBIAN_SUITE.match(s) for s in suites):
             return uri
     raise ImageBuildError(
         "no Debian mirror in /etc/apt/sources.list(.d) (a 'deb' source of a Debian suite with "
