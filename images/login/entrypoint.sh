@@ -19,6 +19,7 @@ SUNK_MOTD_EXTRA=${SUNK_MOTD_EXTRA:-}
 # The nsscache config is the cluster's (mounted), not the package's LDAP example.
 SUNK_NSSCACHE_CONF=${SUNK_NSSCACHE_CONF:-/etc/sunk/nsscache.conf}
 SUNK_RUN_SSHD_DIR=${SUNK_RUN_SSHD_DIR:-/run/sshd}
+SUNK_NSSWITCH=${SUNK_NSSWITCH:-/etc/nsswitch.conf}
 SUNK_ETC=${SUNK_ETC:-/etc/slurm}
 SUNK_CONTROLLER=${SUNK_CONTROLLER:-}
 read -r -a extra <<<"${SUNK_EXTRA_ARGS:-}"
@@ -70,6 +71,13 @@ nsscache_update() {
   fi
   sunk_do nsscache -c "$SUNK_NSSCACHE_CONF" update --full ||
     sunk_log "warning: nsscache update failed; users come from /etc/passwd only"
+  # Look users and groups up in the cache after the local files.
+  local db
+  for db in passwd group shadow; do
+    if ! grep -Eq "^$db:.*[[:space:]]cache([[:space:]]|\$)" "$SUNK_NSSWITCH"; then
+      sed -i -E "s/^($db:.*)\$/\1 cache/" "$SUNK_NSSWITCH"
+    fi
+  done
 }
 
 # Client configuration: a mounted /etc/slurm/slurm.conf, else configless through sackd, which

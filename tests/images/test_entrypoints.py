@@ -312,7 +312,10 @@ def test_controller_with_munge_sidecar_and_passthrough(entrypoint, etc, tmp_path
 def login_env(tmp_path: Path, etc: Path) -> dict[str, str]:
     ssh = tmp_path / "ssh"
     ssh.mkdir()
+    nsswitch = tmp_path / "nsswitch.conf"  # never the host's
+    nsswitch.write_text("passwd: files\n")
     return {
+        "SUNK_NSSWITCH": str(nsswitch),
         "SUNK_ETC": str(etc),
         "SUNK_SSH_DIR": str(ssh),
         "SUNK_SSH_HOST_KEYS_SOURCE": str(tmp_path / "no-secret"),
@@ -432,3 +435,36 @@ def test_slurmdbd_uses_the_compat_mariadb_library_when_present(entrypoint, tmp_p
     )  # fmt: skip
     off = entrypoint("controller", "slurmdbd", env={**env, "SUNK_MARIADB_COMPAT_DIR": ""})
     assert not [a for a in off.exec_argv if a.startswith("LD_LIBRARY_PATH")]
+
+
+def test_login_nsscache_updates_and_adds_the_cache_source(entrypoint, login_env, tmp_path):
+    conf = tmp_path / "nsscache.conf"
+    conf.write_text("[DEFAULT]\n")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nsscache").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "nsscache").chmod(0o755)
+    nsswitch = tmp_path / "nsswitch.conf"
+    nsswitch.write_text("passwd:         files\ngroup:          files\nshadow:         files\n"
+                        "hosts:          files dns\n")  # fmt: skip
+    secret = tmp_path / "keys"
+    secret.mkdir()
+    (secret / "ssh_host_ed25519_key").write_text("K\n")
+    env = {
+        **login_env,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "SUNK_NSSCACHE_CONF": str(conf),
+        "SUNK_NSSWITCH": str(nsswitch),
+        "SUNK_SSH_HOST_KEYS_SOURCE": str(secret),
+    }
+    for _ in range(2):  # a restart does not add `cache` twice
+        res = entrypoint("login", env=env)
+        assert res.rc == 0, res.stderr
+        assert f"nsscache -c {conf} update --full" in res.actions
+    lines = nsswitch.read_text().splitlines()
+    assert lines == [
+        "passwd:         files cache",
+        "group:          files cache",
+        "shadow:         files cache",
+        "hosts:          files dns",
+    ]
