@@ -397,3 +397,13 @@ def test_a_base_with_another_slurm_series_fails_the_build(built_images):
     assert "carries Slurm '24.11" in proc.stdout + proc.stderr
     assert "not 23.11.x" in proc.stdout + proc.stderr
     assert images.image_id(spec.ref) is None
+
+
+def test_every_slurm_image_carries_the_same_slurm(built_images):
+    versions = {}
+    for name in ("controller", "slurmd", "login"):
+        proc = sh("docker", "run", "--rm", "--network", "none", "--entrypoint", "dpkg-query",
+                  ref(name), "-W", "-f", "${Version}", "slurm-client")  # fmt: skip
+        versions[name] = proc.stdout.strip()
+    assert len(set(versions.values())) == 1, versions
+    assert versions["slurmd"].split(":")[-1].startswith(f"{images.SLURM_VERSION}."), versions
