@@ -412,3 +412,28 @@ def test_every_slurm_image_carries_the_same_slurm(built_images):
         versions[name] = proc.stdout.strip()
     assert len(set(versions.values())) == 1, versions
     assert versions["slurmd"].split(":")[-1].startswith(f"{images.SLURM_VERSION}."), versions
+
+
+def test_cuda_variant_is_slurmd_on_another_base(built_images, monkeypatch):
+    """A per-CUDA slurmd is the same Dockerfile on another BASE_IMAGE. Without a registry the
+    stand-in base is ours plus a marker where CUDA runtime images keep their libraries."""
+    base = f"{images.IMAGE_PREFIX}/test-cuda-base:{images.SUITE}"
+    dockerfile = (
+        f"FROM {images.BASE_IMAGE}\n"
+        "RUN mkdir -p /usr/local/cuda && echo 12.8.0 > /usr/local/cuda/version.txt\n"
+        "ENV CUDA_VERSION=12.8.0\n"
+    )
+    sh("docker", "build", "--force-rm", "-t", base, "-", input=dockerfile,
+       env=dict(os.environ, DOCKER_BUILDKIT="0"))  # fmt: skip
+    monkeypatch.setenv("SUNK_SLURMD_CUDA", f"12.8={base}")
+    images.build(["slurmd"])
+    variant = images.cuda_variant("12.8", base).ref
+    assert variant.endswith(f":{images.IMAGE_TAG}-cuda12.8")
+    probe = sh("docker", "run", "--rm", "--network", "none", "--entrypoint", "bash", variant,
+               "-c", "cat /usr/local/cuda/version.txt; echo $CUDA_VERSION; "
+               "dpkg-query -W -f '${Version}' slurmd")  # fmt: skip
+    cuda, env, slurm = probe.stdout.split()
+    assert (cuda, env) == ("12.8.0", "12.8.0")
+    assert slurm.split(":")[-1].startswith(f"{images.SLURM_VERSION}.")
+    entry = sh("docker", "image", "inspect", "-f", "{{json .Config.Entrypoint}}", variant)
+    assert entry.stdout.strip() == '["/usr/local/bin/sunk-entrypoint"]'
