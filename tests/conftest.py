@@ -11,7 +11,7 @@ from sunk.devenv.paths import tool_path
 
 REPO = Path(__file__).resolve().parent.parent
 # Each test directory is one tier; its tests carry the tier's marker.
-TIERS = ("unit", "chart", "slurm", "cluster", "e2e", "argocd")
+TIERS = ("unit", "chart", "slurm", "cluster", "e2e", "argocd", "images")
 
 
 def pytest_collection_modifyitems(items):

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# open SUNK login image: sshd in the foreground with the Slurm client commands.
+# Host keys come from a mounted Secret directory when present (stable across pod restarts),
+# else they are generated; the message of the day names the cluster (SUNK_CLUSTER_NAME).
+# Argument `munged` runs the munge sidecar; any other argument is executed as given.
+# Environment: see images/README.md ("login").
+set -euo pipefail
+SUNK_LIB=${SUNK_LIB:-/usr/local/lib/sunk/lib.sh}
+# shellcheck source-path=SCRIPTDIR source=../common/sunk-lib.sh
+. "$SUNK_LIB"
+export SUNK_COMPONENT=login
+
+SUNK_CLUSTER_NAME=${SUNK_CLUSTER_NAME:-slurm}
+SUNK_SSH_DIR=${SUNK_SSH_DIR:-/etc/ssh}
+SUNK_SSH_HOST_KEYS_SOURCE=${SUNK_SSH_HOST_KEYS_SOURCE:-/etc/ssh/host-keys-secret}
+SUNK_SSHD_PORT=${SUNK_SSHD_PORT:-22}
+SUNK_MOTD=${SUNK_MOTD:-/etc/motd}
+SUNK_MOTD_EXTRA=${SUNK_MOTD_EXTRA:-}
+# The nsscache config is the cluster's (mounted), not the package's LDAP example.
+SUNK_NSSCACHE_CONF=${SUNK_NSSCACHE_CONF:-/etc/sunk/nsscache.conf}
+SUNK_RUN_SSHD_DIR=${SUNK_RUN_SSHD_DIR:-/run/sshd}
+SUNK_NSSWITCH=${SUNK_NSSWITCH:-/etc/nsswitch.conf}
+SUNK_ETC=${SUNK_ETC:-/etc/slurm}
+SUNK_CONTROLLER=${SUNK_CONTROLLER:-}
+read -r -a extra <<<"${SUNK_EXTRA_ARGS:-}"
+
+case "${1:-sshd}" in
+  sshd) [ "$#" -gt 0 ] && shift ;;
+  munged) sunk_munged_foreground ;;
+  *) sunk_exec "$@" ;;
+esac
+
+host_keys() {
+  local key found=0
+  if [ -d "$SUNK_SSH_HOST_KEYS_SOURCE" ]; then
+    for key in "$SUNK_SSH_HOST_KEYS_SOURCE"/ssh_host_*_key; do
+      [ -f "$key" ] || continue
+      found=1
+      install -m 0600 "$key" "$SUNK_SSH_DIR/$(basename "$key")"
+      if [ -f "$key.pub" ]; then
+        install -m 0644 "$key.pub" "$SUNK_SSH_DIR/$(basename "$key").pub"
+      fi
+    done
+  fi
+  if [ "$found" = 1 ]; then
+    sunk_log "host keys from $SUNK_SSH_HOST_KEYS_SOURCE"
+  else
+    sunk_log "no host keys mounted at $SUNK_SSH_HOST_KEYS_SOURCE: generating"
+    for key in rsa ecdsa ed25519; do
+      [ -f "$SUNK_SSH_DIR/ssh_host_${key}_key" ] ||
+        ssh-keygen -q -t "$key" -N '' -C "$SUNK_CLUSTER_NAME-login" \
+          -f "$SUNK_SSH_DIR/ssh_host_${key}_key"
+    done
+  fi
+}
+
+motd() {
+  {
+    printf 'Welcome to the %s Slurm cluster (open SUNK).\n' "$SUNK_CLUSTER_NAME"
+    printf '  sinfo: nodes and partitions    squeue: the queue    sbatch/srun: submit\n'
+    [ -z "$SUNK_MOTD_EXTRA" ] || printf '%s\n' "$SUNK_MOTD_EXTRA"
+  } >"$SUNK_MOTD"
+}
+
+# Optional user directory: nsscache fills the `cache` NSS source from a mounted config.
+nsscache_update() {
+  [ -f "$SUNK_NSSCACHE_CONF" ] || return 0
+  if ! command -v nsscache >/dev/null; then
+    sunk_log "warning: $SUNK_NSSCACHE_CONF mounted but nsscache is not installed"
+    return 0
+  fi
+  sunk_do nsscache -c "$SUNK_NSSCACHE_CONF" update --full ||
+    sunk_log "warning: nsscache update failed; users come from /etc/passwd only"
+  # Look users and groups up in the cache after the local files.
+  local db
+  for db in passwd group shadow; do
+    if ! grep -Eq "^$db:.*[[:space:]]cache([[:space:]]|\$)" "$SUNK_NSSWITCH"; then
+      sed -i -E "s/^($db:.*)\$/\1 cache/" "$SUNK_NSSWITCH"
+    fi
+  done
+}
+
+# Client configuration: a mounted /etc/slurm/slurm.conf, else configless through sackd, which
+# caches the controller's files in /run/slurm/conf where the client commands look for them.
+slurm_config() {
+  if [ -f "$SUNK_ETC/slurm.conf" ]; then
+    return 0
+  fi
+  [ -n "$SUNK_CONTROLLER" ] ||
+    sunk_die "neither $SUNK_ETC/slurm.conf nor SUNK_CONTROLLER (for configless sackd) is set"
+  sunk_split_hostport "$SUNK_CONTROLLER" 6817
+  sunk_do mkdir -p /run/slurm
+  sunk_do sackd --conf-server "$SUNK_HOST:$SUNK_PORT"
+}
+
+host_keys
+motd
+nsscache_update
+sunk_munge
+slurm_config
+sunk_do mkdir -p "$SUNK_RUN_SSHD_DIR"
+sunk_exec /usr/sbin/sshd -D -e -p "$SUNK_SSHD_PORT" "${extra[@]}" "$@"
