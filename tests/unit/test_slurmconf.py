@@ -48,7 +48,7 @@ def test_configless_dynamic_basics():
     assert "SlurmctldParameters=enable_configless" in lines
     assert "ReturnToService=2" in lines
     assert "AuthType=auth/munge" in lines
-    assert not any(line.startswith("AuthAlt") for line in lines)  # jwt.enabled is off
+    assert "AuthAltTypes=auth/jwt" in lines  # jwt.enabled is on by default
     assert not any(line.startswith("TopologyPlugin") for line in lines)  # no labelled Node yet
     assert "NodeSet=cpu Feature=cpu" in lines
     # (16Gi - 4Gi reserved) / 4 CPUs = 3072 MiB per CPU; the only group is the default.
@@ -161,10 +161,12 @@ def test_topology_tree_and_block():
     ]
 
 
-def test_jwt_when_enabled():
-    lines = conf_lines(render(cluster(jwt={"enabled": True}), [nodeset("g")]))
-    assert "AuthAltTypes=auth/jwt" in lines
-    assert "AuthAltParameters=jwt_key=/etc/slurm/jwt/jwt.key" in lines
+def test_jwt_can_be_turned_off():
+    on = conf_lines(render(cluster(), [nodeset("g")]))
+    assert "AuthAltParameters=jwt_key=/etc/slurm/jwt/jwt.key" in on
+    off = render(cluster(jwt={"enabled": False}), [nodeset("g")])
+    assert not any(line.startswith("AuthAlt") for line in conf_lines(off))
+    assert not any(line.startswith("AuthAlt") for line in conf_lines(off, "slurmdbd.conf"))
 
 
 def _placed(leaf: str) -> list[Placement]:

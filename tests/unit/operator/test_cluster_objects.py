@@ -61,7 +61,7 @@ def test_controller_state_is_kept_and_pods_tolerate_the_lock():
     pod = ctl["spec"]["template"]
     assert pod["metadata"]["annotations"][names.ANN_CONFIG_HASH]
     assert names.LOCK_TOLERATION in pod["spec"]["tolerations"]
-    assert [c["name"] for c in pod["spec"]["containers"]] == ["slurmctld", "munge"]
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["slurmctld", "reconfigure", "munge"]
     drop = context(controller={"keepStateOnDelete": False})
     ctl = next(
         o

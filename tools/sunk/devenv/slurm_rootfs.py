@@ -32,6 +32,7 @@ PACKAGES: tuple[str, ...] = (
     "slurm-wlm",
     "slurmrestd",
     "slurmdbd",
+    "slurm-wlm-jwt-plugin",  # auth/jwt (AuthAltTypes), as in our images
     "munge",
     "mariadb-server",
     "iproute2",

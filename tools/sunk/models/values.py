@@ -350,9 +350,9 @@ class KeySecret(Strict):
 
 class Jwt(KeySecret):
     enabled: bool = Field(
-        default=False,
-        description="Enable auth/jwt (slurmrestd tokens); needs a Slurm built with libjwt "
-        "(Debian's packages, used by our images, lack it).",
+        default=True,
+        description="auth/jwt as alternate auth (slurmrestd tokens); needs Slurm's JWT "
+        "plugin (our images carry Debian's slurm-wlm-jwt-plugin).",
     )
 
 

@@ -14,7 +14,7 @@ from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import Image
 from sunk.operator import names
 from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
-from sunk.slurmconf import Rendered
+from sunk.slurmconf import Endpoints, Rendered
 
 SLURM_UID = 401
 
@@ -162,7 +162,11 @@ def _container(
         "name": name,
         "image": image_ref(opts.image, ctx.spec.global_.imageRegistry),
         "args": args,
-        "env": [{"name": "SUNK_CLUSTER_NAME", "value": ctx.cluster}, *(opts.env or [])],
+        "env": [
+            {"name": "SUNK_CLUSTER_NAME", "value": ctx.cluster},
+            {"name": "SUNK_MUNGED", "value": "external"},  # the munge sidecar runs it
+            *(opts.env or []),
+        ],
         "volumeMounts": [
             {"name": "slurm-config", "mountPath": "/etc/slurm", "readOnly": True},
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
@@ -177,6 +181,31 @@ def _container(
     if port:
         container["ports"] = [{"name": name, "containerPort": port}]
         container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 10}
+    return container
+
+
+# Mounted ConfigMaps change in place (topology.conf on Node label changes): tell slurmctld.
+RECONFIGURE_LOOP = """\
+last=""
+while sleep 15; do
+  now=$(cat /etc/slurm/*.conf 2>/dev/null | md5sum)
+  if [ -n "$last" ] && [ "$now" != "$last" ]; then
+    scontrol reconfigure && echo "configuration changed: scontrol reconfigure"
+  fi
+  last=$now
+done
+"""
+
+
+def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
+    container = _container(
+        ctx, "reconfigure", ctx.spec.controller, ["/bin/sh", "-c", RECONFIGURE_LOOP]
+    )
+    container["resources"] = {
+        "requests": {"cpu": "5m", "memory": "16Mi"},
+        "limits": {"memory": "64Mi"},
+    }
+    container.pop("securityContext", None)
     return container
 
 
@@ -243,7 +272,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     name = names.controller(ctx.cluster)
     container = _container(ctx, "slurmctld", opts, ["slurmctld"], 6817)
     container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
-    pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
+    pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], [_config_volume(ctx)])
     pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
     claim: dict[str, Any] = {
         "metadata": {"name": "state", "labels": labels(ctx, "controller")},
@@ -282,7 +311,12 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
     container["volumeMounts"].append(
         {"name": "slurmdbd-conf", "mountPath": "/etc/slurmdbd", "readOnly": True}
     )
-    container["env"].append({"name": "SLURMDBD_CONF", "value": "/etc/slurmdbd/slurmdbd.conf"})
+    container["env"].append({"name": "SUNK_SLURMDBD_CONF", "value": "/etc/slurmdbd/slurmdbd.conf"})
+    endpoints = Endpoints.for_cluster(ctx.spec, ctx.namespace)
+    if endpoints.storage_host:
+        container["env"].append(
+            {"name": "SUNK_DB_WAIT", "value": f"{endpoints.storage_host}:{endpoints.storage_port}"}
+        )
     volumes = [
         _config_volume(ctx),
         {

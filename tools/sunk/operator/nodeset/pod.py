@@ -94,6 +94,7 @@ def build_pod(
         {"name": "SUNK_CLUSTER_NAME", "value": ctx.cluster},
         {"name": "SUNK_CONTROLLER", "value": f"{ctx.controller_addr}:6817"},
         {"name": "SUNK_SLURMD_CONF", "value": conf},
+        {"name": "SUNK_MUNGED", "value": "external"},  # the munge sidecar runs it
     ]
     containers = spec.get("containers") or [{"name": "slurmd"}]
     for container in containers:
