@@ -52,6 +52,21 @@ def make_nodes(cp: ControlPlane, count: int) -> None:
         )
 
 
+def nodes_schedulable(cp: ControlPlane, count: int) -> bool:
+    """kwok reports Ready and the controller-manager has lifted the not-ready taint: both runs
+    then start from Nodes a pod can use (neither measurement includes Node start-up)."""
+    nodes = cp.client.list("/api/v1/nodes", label_selector="pool=bench")
+    usable = [
+        n
+        for n in nodes
+        if not any(
+            t["key"].startswith("node.kubernetes.io/")
+            for t in n.get("spec", {}).get("taints") or []
+        )
+    ]
+    return len(usable) == count
+
+
 def wait(predicate, timeout: float, what: str) -> float:
     start = time.monotonic()
     while not predicate():
@@ -153,6 +168,8 @@ def main() -> int:
         t0 = time.monotonic()
         make_nodes(cp, args.nodes)
         print(f"created {args.nodes} kwok Nodes in {time.monotonic() - t0:.1f}s", flush=True)
+        ready = wait(lambda: nodes_schedulable(cp, args.nodes), 900, "Nodes schedulable")
+        print(f"all Nodes Ready and untainted {ready:.1f}s later", flush=True)
         subprocess.run(
             [
                 helm,
