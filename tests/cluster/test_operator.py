@@ -490,3 +490,47 @@ def test_impossible_sizing_is_a_condition_and_an_event(
         f"/api/v1/namespaces/{ns}/events", field_selector="involvedObject.name=small"
     )
     assert any(e["reason"] == "ConfigInvalid" for e in events)
+
+
+def test_deleting_a_cluster_keeps_keys_and_controller_state(
+    operator, kube, control_plane, op_namespaces
+):
+    ns = op_namespaces[0]
+    pvcs = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+    control_plane.wait_for(
+        lambda: (
+            any(p["metadata"]["name"] == "state-alpha-controller-0" for p in kube.list(pvcs))
+            or None
+        ),
+        90,
+        "state PVC",
+    )
+    kube.delete(f"{API}/namespaces/{ns}/slurmclusters/alpha")
+
+    def statefulset_gone():
+        try:
+            kube.get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/alpha-controller")
+        except Exception:
+            return True
+        return None
+
+    control_plane.wait_for(statefulset_gone, 90, "owned objects garbage-collected")
+    assert any(p["metadata"]["name"] == "state-alpha-controller-0" for p in kube.list(pvcs))
+    for secret in ("alpha-munge", "alpha-jwt", "alpha-db"):
+        assert kube.get(f"/api/v1/namespaces/{ns}/secrets/{secret}")["data"]
+
+
+def test_two_replicas_never_both_lead(operator, control_plane, op_namespaces, tmp_path):
+    standby = OperatorProcess(
+        control_plane.kubeconfig, op_namespaces, tmp_path, op_namespaces[0]
+    ).start()
+    try:
+        time.sleep(8)
+        assert "sunk_operator_leader 0" in standby.metrics()
+        assert "sunk_operator_leader 1" in operator.metrics()
+        operator.kill(signal.SIGKILL)
+        standby.wait_leader(timeout=90)  # takes over once the lease expires
+    finally:
+        standby.kill(signal.SIGTERM)
+        operator.start()
+        operator.wait_leader(timeout=90)
