@@ -238,6 +238,7 @@ class SlurmRuntime:
             self._setup_network()
             self.write_files(files)
             self._install_munge_key(munge_key or secrets.token_bytes(128))
+            self._install_jwt_key(secrets.token_bytes(64))
             self._write_hosts()
             self._start_munged()
             if self._accounting:
@@ -388,6 +389,16 @@ class SlurmRuntime:
         """A file from inside the chroot (e.g. a job's output file)."""
         assert self.root is not None
         return (self.root / path.lstrip("/")).read_text(errors="replace")
+
+    def _install_jwt_key(self, key: bytes) -> None:
+        """The auth/jwt signing key where rendered configs point (AuthAltParameters), as the
+        operator mounts it: /etc/slurm/jwt/jwt.key, owned by SlurmUser, mode 0600."""
+        assert self.root is not None
+        path = self.root / "etc/slurm/jwt/jwt.key"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(key)
+        os.chown(path, *self._ids("slurm"))
+        path.chmod(0o600)
 
     def _install_munge_key(self, key: bytes) -> None:
         assert self.root is not None
