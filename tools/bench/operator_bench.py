@@ -168,7 +168,7 @@ def main() -> int:
         t0 = time.monotonic()
         make_nodes(cp, args.nodes)
         print(f"created {args.nodes} kwok Nodes in {time.monotonic() - t0:.1f}s", flush=True)
-        ready = wait(lambda: nodes_schedulable(cp, args.nodes), 900, "Nodes schedulable")
+        ready = wait(lambda: nodes_schedulable(cp, args.nodes), 1200, "Nodes schedulable")
         print(f"all Nodes Ready and untainted {ready:.1f}s later", flush=True)
         subprocess.run(
             [
