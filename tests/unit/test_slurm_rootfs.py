@@ -12,7 +12,8 @@ pytestmark = pytest.mark.unit
 
 
 def test_mirror_from_deb822_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    src = tmp_path / "debian.sources"
+    (tmp_path / "sources.list.d").mkdir()
+    src = tmp_path / "sources.list.d" / "debian.sources"
     src.write_text(
         "Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\n"
         "Components: main\n\n"
@@ -20,8 +21,7 @@ def test_mirror_from_deb822_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         "Components: main\n"
     )
     monkeypatch.delenv("SUNK_DEBIAN_MIRROR", raising=False)
-    monkeypatch.setattr(slurm_rootfs, "_apt_source_files", lambda: [src])
-    assert slurm_rootfs.debian_mirror() == "http://mirror.invalid/debian"
+    assert slurm_rootfs.debian_mirror(tmp_path) == "http://mirror.invalid/debian"
 
 
 def test_mirror_from_one_line_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,8 +31,7 @@ def test_mirror_from_one_line_sources(tmp_path: Path, monkeypatch: pytest.Monkey
         "deb [arch=amd64] http://mirror.invalid/debian trixie main contrib\n"
     )
     monkeypatch.delenv("SUNK_DEBIAN_MIRROR", raising=False)
-    monkeypatch.setattr(slurm_rootfs, "_apt_source_files", lambda: [src])
-    assert slurm_rootfs.debian_mirror() == "http://mirror.invalid/debian"
+    assert slurm_rootfs.debian_mirror(tmp_path) == "http://mirror.invalid/debian"
 
 
 def test_mirror_env_override(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sunk.devenv import debian
 from sunk.devenv.paths import cache_dir, repo_root
 from sunk.models.values import IMAGE_PREFIX, IMAGE_TAG, SLURM_VERSION
 
@@ -155,55 +155,11 @@ def image_id(ref: str) -> str | None:
 # --- the base image ---------------------------------------------------------------------------
 
 
-_DEBIAN_SUITE = re.compile(
-    r"^(stable|testing|unstable|sid|trixie|bookworm|bullseye|forky)(-updates|-backports)?$"
-)
-
-
-def apt_source_files(etc: Path = Path("/etc/apt")) -> list[Path]:
-    files = [etc / "sources.list"]
-    parts = etc / "sources.list.d"
-    if parts.is_dir():
-        files += sorted(parts.glob("*.list")) + sorted(parts.glob("*.sources"))
-    return files
-
-
-def _apt_sources(files: list[Path]) -> list[tuple[str, list[str], list[str]]]:
-    """(uri, suites, components) of every binary source in these apt sources files."""
-    out: list[tuple[str, list[str], list[str]]] = []
-    for path in (f for f in files if f.is_file()):
-        text = path.read_text(errors="replace")
-        if path.suffix == ".sources":
-            for stanza in re.split(r"\n\s*\n", text):
-                fields: dict[str, str] = {}
-                for line in stanza.splitlines():
-                    if not line.startswith("#") and ":" in line:
-                        key, _, value = line.partition(":")
-                        fields[key.strip().lower()] = value.strip()
-                if "deb" in fields.get("types", "").split():
-                    suites = fields.get("suites", "").split()
-                    comps = fields.get("components", "").split()
-                    out += [(uri, suites, comps) for uri in fields.get("uris", "").split()]
-            continue
-        for raw in text.splitlines():
-            words = [w for w in raw.split("#", 1)[0].split() if not w.startswith("[")]
-            if len(words) >= 3 and words[0] == "deb":
-                out.append((words[1], [words[2]], words[3:]))
-    return out
-
-
-def debian_mirror(etc: Path = Path("/etc/apt")) -> str:
-    """The Debian archive the host's apt uses (``$SUNK_DEBIAN_MIRROR`` overrides it)."""
-    env = os.environ.get("SUNK_DEBIAN_MIRROR")
-    if env:
-        return env
-    for uri, suites, components in _apt_sources(apt_source_files(etc)):
-        if "main" in components and any(_DEBIAN_SUITE.match(s) for s in suites):
-            return uri
-    raise ImageBuildError(
-        "no Debian mirror in /etc/apt/sources.list(.d) (a 'deb' source of a Debian suite with "
-        "component main); set SUNK_DEBIAN_MIRROR"
-    )
+def debian_mirror(etc: Path = debian.APT) -> str:
+    try:
+        return debian.debian_mirror(etc)
+    except debian.NoMirrorError as exc:
+        raise ImageBuildError(str(exc)) from exc
 
 
 def base_stamp() -> Path:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sunk.devenv import debian
 from sunk.devenv.paths import cache_dir
 
 SUITE = "trixie"
@@ -101,62 +101,12 @@ def installed(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> Slurm
 # --- the Debian mirror, from the host's apt configuration -----------------------------------
 
 
-def _apt_source_files() -> list[Path]:
-    files = [Path("/etc/apt/sources.list")]
-    src_d = Path("/etc/apt/sources.list.d")
-    if src_d.is_dir():
-        files += sorted(src_d.glob("*.list")) + sorted(src_d.glob("*.sources"))
-    return [f for f in files if f.is_file()]
-
-
-_DEBIAN_SUITE = re.compile(
-    r"^(stable|testing|unstable|sid|trixie|bookworm|bullseye|buster|forky|duke)$"
-)
-
-
-def _entries(path: Path) -> list[tuple[str, list[str], list[str]]]:
-    """(uri, suites, components) for every binary source in one apt sources file."""
-    out: list[tuple[str, list[str], list[str]]] = []
-    text = path.read_text(errors="replace")
-    if path.suffix == ".sources":
-        for stanza in re.split(r"\n\s*\n", text):
-            fields: dict[str, str] = {}
-            for line in stanza.splitlines():
-                if line.startswith("#") or ":" not in line:
-                    continue
-                key, _, value = line.partition(":")
-                fields[key.strip().lower()] = value.strip()
-            if "deb" not in fields.get("types", "").split():
-                continue
-            for uri in fields.get("uris", "").split():
-                out.append(
-                    (uri, fields.get("suites", "").split(), fields.get("components", "").split())
-                )
-        return out
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        parts = line.split()
-        if len(parts) < 3 or parts[0] != "deb":
-            continue
-        parts = [p for p in parts[1:] if not p.startswith("[")]  # drop [options]
-        if len(parts) >= 2:
-            out.append((parts[0], [parts[1]], parts[2:]))
-    return out
-
-
-def debian_mirror() -> str:
+def debian_mirror(etc: Path = debian.APT) -> str:
     """The Debian archive URI the host's apt uses for its main suites."""
-    env = os.environ.get("SUNK_DEBIAN_MIRROR")
-    if env:
-        return env
-    for path in _apt_source_files():
-        for uri, suites, components in _entries(path):
-            if "main" in components and any(_DEBIAN_SUITE.match(s) for s in suites):
-                return uri
-    raise SlurmRootfsError(
-        "no Debian mirror found in /etc/apt/sources.list(.d) (a 'deb' source for a Debian suite "
-        "with component main); set SUNK_DEBIAN_MIRROR"
-    )
+    try:
+        return debian.debian_mirror(etc)
+    except debian.NoMirrorError as exc:
+        raise SlurmRootfsError(str(exc)) from exc
 
 
 # --- building ---------------------------------------------------------------------------------

@@ -118,7 +118,11 @@ class MariaDB(Strict):
 
 class Moco(Strict):
     replicas: int = Field(default=3, ge=1, description="MySQLCluster instances (odd number).")
-    mysqlVersion: str = Field(default="8.4.4", description="MySQL version for MOCO.")
+    image: Image = Field(
+        default_factory=lambda: Image(repository="cybozu-go/moco/mysql", tag="8.4.4"),
+        description="MOCO's mysqld image; put your registry in the repository or "
+        "global.imageRegistry.",
+    )
     storage: PersistentStorage = Field(
         default_factory=lambda: PersistentStorage(size="16Gi"),
         description="Data volume per instance.",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sunk.models.crds import SlurmClusterSpec
-from sunk.models.k8s import Image
+from sunk.models.k8s import Image, PersistentStorage
 from sunk.operator import names
 from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
 from sunk.slurmconf import Endpoints, Rendered
@@ -221,6 +221,22 @@ def _template(
     return {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": spec}
 
 
+def volume_claim(
+    name: str, storage: PersistentStorage, claim_labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A StatefulSet volumeClaimTemplate from a values `{storageClassName, size}` block."""
+    claim: dict[str, Any] = {
+        "metadata": {"name": name, **({"labels": claim_labels} if claim_labels else {})},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": str(storage.size)}},
+        },
+    }
+    if storage.storageClassName:
+        claim["spec"]["storageClassName"] = storage.storageClassName
+    return claim
+
+
 def service(
     ctx: ClusterContext,
     name: str,
@@ -274,15 +290,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
     pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], [_config_volume(ctx)])
     pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
-    claim: dict[str, Any] = {
-        "metadata": {"name": "state", "labels": labels(ctx, "controller")},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": str(opts.stateVolume.size)}},
-        },
-    }
-    if opts.stateVolume.storageClassName:
-        claim["spec"]["storageClassName"] = opts.stateVolume.storageClassName
+    claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
     statefulset = {
         "apiVersion": "apps/v1",
@@ -370,15 +378,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
     }
     if maria.resources:
         container["resources"] = maria.resources.model_dump(exclude_none=True)
-    claim: dict[str, Any] = {
-        "metadata": {"name": "data", "labels": labels(ctx, "database")},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": str(maria.storage.size)}},
-        },
-    }
-    if maria.storage.storageClassName:
-        claim["spec"]["storageClassName"] = maria.storage.storageClassName
+    claim = volume_claim("data", maria.storage, labels(ctx, "database"))
     statefulset = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -405,19 +405,11 @@ def moco_cluster(ctx: ClusterContext) -> dict[str, Any]:
     moco = ctx.spec.accounting.database.moco
     mysqld: dict[str, Any] = {
         "name": "mysqld",
-        "image": f"ghcr.io/cybozu-go/moco/mysql:{moco.mysqlVersion}",
+        "image": image_ref(moco.image, ctx.spec.global_.imageRegistry),
     }
     if moco.resources:
         mysqld["resources"] = moco.resources.model_dump(exclude_none=True)
-    claim: dict[str, Any] = {
-        "metadata": {"name": "mysql-data"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": str(moco.storage.size)}},
-        },
-    }
-    if moco.storage.storageClassName:
-        claim["spec"]["storageClassName"] = moco.storage.storageClassName
+    claim = volume_claim("mysql-data", moco.storage)
     return {
         "apiVersion": "moco.cybozu.com/v1beta2",
         "kind": "MySQLCluster",
@@ -485,20 +477,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
         },
     }
     if opts.sshKeyVolume:
-        statefulset["spec"]["volumeClaimTemplates"] = [
-            {
-                "metadata": {"name": "ssh-keys"},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": str(opts.sshKeyVolume.size)}},
-                    **(
-                        {"storageClassName": opts.sshKeyVolume.storageClassName}
-                        if opts.sshKeyVolume.storageClassName
-                        else {}
-                    ),
-                },
-            }
-        ]
+        statefulset["spec"]["volumeClaimTemplates"] = [volume_claim("ssh-keys", opts.sshKeyVolume)]
         container["volumeMounts"].append({"name": "ssh-keys", "mountPath": "/etc/ssh/user-keys"})
     svc = service(ctx, name, "login", [("ssh", opts.service.port)])
     svc["spec"]["ports"][0]["targetPort"] = 22
