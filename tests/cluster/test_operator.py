@@ -534,3 +534,35 @@ def test_two_replicas_never_both_lead(operator, control_plane, op_namespaces, tm
         standby.kill(signal.SIGTERM)
         operator.start()
         operator.wait_leader(timeout=90)
+
+
+def test_node_added_gets_a_pod_and_node_gone_loses_it(operator, kube, control_plane, op_namespaces):
+    ns = op_namespaces[1]
+    pool = f"g{uuid.uuid4().hex[:5]}"
+    first = make_nodes(control_plane, pool, 1, third=7)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("churn"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("churn", "churn", pool))
+
+    def names():
+        return sorted(
+            p["metadata"]["name"]
+            for p in pods_of(kube, ns, "churn")
+            if not p["metadata"].get("deletionTimestamp")
+        )
+
+    control_plane.wait_for(lambda: names() == ["churn-007-001"] or None, 60, "first pod")
+    control_plane.create_node(
+        f"{pool}-new",
+        labels={"pool": pool},
+        capacity={"cpu": 4, "memory": "16Gi"},
+        address="127.77.7.9",
+    )
+    control_plane.wait_for(
+        lambda: names() == ["churn-007-001", "churn-007-009"] or None,
+        60,
+        "a pod for the added Node",
+    )
+    kube.delete(f"/api/v1/nodes/{first[0]}")
+    control_plane.wait_for(
+        lambda: names() == ["churn-007-009"] or None, 60, "the gone Node's pod removed"
+    )

@@ -37,3 +37,14 @@ async def emit(
         "source": {"component": "sunk-operator"},
     }
     await kube.create(event)
+
+
+async def emit_on_change(kube: Kube, obj: dict[str, Any], reason: str, message: str) -> None:
+    """An Event only when no current condition already carries this reason and message, so a
+    level-triggered reconcile does not repeat it on every pass."""
+    previous = {
+        (c.get("reason"), c.get("message"))
+        for c in (obj.get("status") or {}).get("conditions") or []
+    }
+    if (reason, message) not in previous:
+        await emit(kube, obj, reason, message)

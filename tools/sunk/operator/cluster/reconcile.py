@@ -13,7 +13,7 @@ from sunk.operator import conditions, names
 from sunk.operator.apply import create_once, ensure
 from sunk.operator.cluster import keys
 from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
-from sunk.operator.events import emit
+from sunk.operator.events import emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.slurmconf import (
     ClusterInputs,
@@ -155,7 +155,7 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     try:
         rendered = render_all(inputs)
     except RenderError as exc:
-        await _event_on_change(kube, body, "ConfigInvalid", str(exc))
+        await emit_on_change(kube, body, "ConfigInvalid", str(exc))
         return await _write_status(
             kube, body, [conditions.condition("Ready", False, "ConfigInvalid", str(exc))], None
         )
@@ -201,7 +201,7 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
         ),
     )
     if db_problem:
-        await _event_on_change(kube, body, "DatabaseUnavailable", db_problem)
+        await emit_on_change(kube, body, "DatabaseUnavailable", db_problem)
     return await _write_status(kube, body, conds, rendered.config_hash)
 
 
@@ -212,15 +212,6 @@ def objects_of(objects: list[dict[str, Any]], component: str) -> list[dict[str, 
         if o["kind"] in ("StatefulSet", "Deployment")
         and o["metadata"]["labels"].get(names.LABEL_COMPONENT) == component
     ]
-
-
-async def _event_on_change(kube: Kube, body: dict[str, Any], reason: str, message: str) -> None:
-    previous = {
-        c.get("reason"): c.get("message")
-        for c in (body.get("status") or {}).get("conditions") or []
-    }
-    if previous.get(reason) != message:
-        await emit(kube, body, reason, message)
 
 
 async def _write_status(

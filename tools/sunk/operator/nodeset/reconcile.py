@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names
 from sunk.operator.cluster.objects import image_ref
-from sunk.operator.events import emit
+from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext
@@ -141,11 +141,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     try:
         result = plan(nodeset, body, ctx, nodes, pods, live)
     except SizingError as exc:
-        if not any(
-            c.get("reason") == "ConfigInvalid" and c.get("message") == str(exc)
-            for c in (body.get("status") or {}).get("conditions") or []
-        ):
-            await emit(kube, body, "ConfigInvalid", str(exc))
+        await emit_on_change(kube, body, "ConfigInvalid", str(exc))
         return await _write_status(
             kube,
             body,
