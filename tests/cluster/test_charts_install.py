@@ -1,4 +1,4 @@
-"""Both charts installed with the real helm on the real API server."""
+"""Both charts sunk_chart with the real helm on the real API server."""
 
 from __future__ import annotations
 
@@ -8,18 +8,13 @@ import pytest
 import yaml
 
 from sunk.devenv.controlplane import KubeAPIError
-from tests.cluster.conftest import SUNK_NS, Helm
+from tests.cluster.conftest import SUNK_NS
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
-@pytest.fixture(scope="module")
-def installed(sunk_chart) -> Helm:
-    return sunk_chart
-
-
-def test_operator_objects_stored(installed, kube):
+def test_operator_objects_stored(sunk_chart, kube):
     deploy = kube.get(f"/apis/apps/v1/namespaces/{SUNK_NS}/deployments/sunk-operator")
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "sunk-operator"
     role = kube.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/sunk-operator")
@@ -27,20 +22,20 @@ def test_operator_objects_stored(installed, kube):
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
-def test_slurm_release_for_every_example(installed, kube, namespace, example):
-    installed("install", "slurm", str(REPO / "charts/slurm"), "-n", namespace, "-f", str(example))
+def test_slurm_release_for_every_example(sunk_chart, kube, namespace, example):
+    sunk_chart("install", "slurm", str(REPO / "charts/slurm"), "-n", namespace, "-f", str(example))
     base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}"
     assert len(kube.list(f"{base}/slurmclusters")) == 1
-    rendered = installed("template", "slurm", str(REPO / "charts/slurm"), "-f", str(example))
+    rendered = sunk_chart("template", "slurm", str(REPO / "charts/slurm"), "-f", str(example))
     expected = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "NodeSet"]
     assert len(kube.list(f"{base}/nodesets")) == len(expected)
 
 
-def test_upgrade_and_uninstall_leave_nothing_of_the_release(installed, kube, namespace):
+def test_upgrade_and_uninstall_leave_nothing_of_the_release(sunk_chart, kube, namespace):
     example = str(REPO / "examples/minimal-cpu.yaml")
     chart = str(REPO / "charts/slurm")
-    installed("install", "slurm", chart, "-n", namespace, "-f", example)
-    installed(
+    sunk_chart("install", "slurm", chart, "-n", namespace, "-f", example)
+    sunk_chart(
         "upgrade",
         "slurm",
         chart,
@@ -56,7 +51,7 @@ def test_upgrade_and_uninstall_leave_nothing_of_the_release(installed, kube, nam
     base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}"
     assert kube.get(f"{base}/nodesets/cpu")["spec"]["replicas"] == 5
     assert kube.get(f"{base}/nodesets/extra")["spec"]["clusterName"] == "minimal"
-    installed("uninstall", "slurm", "-n", namespace, "--wait")
+    sunk_chart("uninstall", "slurm", "-n", namespace, "--wait")
     assert kube.list(f"{base}/nodesets") == []
     assert kube.list(f"{base}/slurmclusters") == []
     assert (
@@ -76,7 +71,7 @@ INVALID = [
 
 
 @pytest.mark.parametrize(("spec", "field"), INVALID)
-def test_invalid_nodeset_rejected_naming_the_field(installed, kube, namespace, spec, field):
+def test_invalid_nodeset_rejected_naming_the_field(sunk_chart, kube, namespace, spec, field):
     body = {
         "apiVersion": "sunk.coreweave.com/v1alpha1",
         "kind": "NodeSet",
@@ -89,7 +84,7 @@ def test_invalid_nodeset_rejected_naming_the_field(installed, kube, namespace, s
     assert field in str(err.value)
 
 
-def test_cel_rules_are_enforced(installed, kube, namespace):
+def test_cel_rules_are_enforced(sunk_chart, kube, namespace):
     base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}/nodesets"
     kube.create(
         base,

@@ -566,3 +566,52 @@ def test_node_added_gets_a_pod_and_node_gone_loses_it(operator, kube, control_pl
     control_plane.wait_for(
         lambda: names() == ["churn-007-009"] or None, 60, "the gone Node's pod removed"
     )
+
+
+def test_template_change_rolls_pods_within_max_unavailable(
+    operator, kube, control_plane, op_namespaces
+):
+    ns = op_namespaces[1]
+    pool = f"u{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 4, third=8)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("roll"))
+    body = nodeset_body("roll", "roll", pool)
+    body["spec"]["maxUnavailable"] = 1
+    kube.create(f"{API}/namespaces/{ns}/nodesets", body)
+    control_plane.wait_for(
+        lambda: status(kube, ns, "nodesets", "roll").get("numberReady") == 4 or None, 90, "4 ready"
+    )
+    old = {
+        p["metadata"]["annotations"]["sunk.coreweave.com/template-hash"]
+        for p in pods_of(kube, ns, "roll")
+    }
+    kube.patch(
+        f"{API}/namespaces/{ns}/nodesets/roll",
+        {"spec": {"features": {"staticFeatures": ["rolled"]}}},
+    )
+
+    def ready(pod):
+        return not pod["metadata"].get("deletionTimestamp") and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in pod.get("status", {}).get("conditions", [])
+        )
+
+    worst, deadline = 0, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pods = pods_of(kube, ns, "roll")
+        worst = max(worst, 4 - sum(1 for p in pods if ready(p)))
+        hashes = {
+            p["metadata"]["annotations"]["sunk.coreweave.com/template-hash"]
+            for p in pods
+            if ready(p)
+        }
+        if len([p for p in pods if ready(p)]) == 4 and not hashes & old:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("pods were not all replaced")
+    assert worst <= 1, f"{worst} pods unavailable at once with maxUnavailable 1"
+    env = {
+        e["name"]: e["value"] for e in pods_of(kube, ns, "roll")[0]["spec"]["containers"][0]["env"]
+    }
+    assert "rolled" in env["SUNK_SLURMD_CONF"]
