@@ -10,12 +10,13 @@ import sys
 
 import kopf
 from aiohttp import web
+from kopf._core.engines.peering import Identity  # kopf exports no public name for it
 
 from sunk import __version__
 from sunk.operator import runtime
 from sunk.operator.check import run_check
 from sunk.operator.kube import Kube, KubeConfig
-from sunk.operator.leader import LeaderElector
+from sunk.operator.leader import LeaderElector, identity
 
 
 def parser() -> argparse.ArgumentParser:
@@ -61,6 +62,7 @@ async def serve(args: argparse.Namespace) -> None:
     await runner.setup()
     for port in sorted({args.health_port, args.metrics_port}):
         await web.TCPSite(runner, args.health_host, port).start()
+    elector = None
     if not args.no_leader_election:
         elector = LeaderElector(Kube(config), args.leader_election_namespace)
         await elector.acquire()
@@ -69,6 +71,8 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         await kopf.operator(
             standalone=True,
+            # kopf would ask getpass for a user name, which a non-root image uid lacks.
+            identity=Identity(elector.holder if elector else identity()),
             clusterwide=not args.namespace,
             namespaces=args.namespace or None,
         )
