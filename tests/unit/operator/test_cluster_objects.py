@@ -108,3 +108,15 @@ def test_keys_are_random_and_well_formed():
     assert base64.b64decode(host["ssh_host_ed25519_key.pub"]).startswith(b"ssh-ed25519 ")
     secret = keys.secret("s", "ns", keys.jwt_key(), {})
     assert secret["immutable"] is True and "ownerReferences" not in secret["metadata"]
+
+
+def test_login_mounts_host_keys_where_the_image_reads_them():
+    login = next(
+        o
+        for o in desired_objects(context())
+        if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "c-login"
+    )
+    sshd = login["spec"]["template"]["spec"]["containers"][0]
+    mount = next(m for m in sshd["volumeMounts"] if m["name"] == "host-keys")
+    # images/login/entrypoint.sh: SUNK_SSH_HOST_KEYS_SOURCE defaults to this path.
+    assert mount["mountPath"] == "/etc/ssh/host-keys-secret"

@@ -453,7 +453,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     name = names.login(ctx.cluster)
     container = _container(ctx, "sshd", opts, ["sshd"], 22)
     container["volumeMounts"].append(
-        {"name": "host-keys", "mountPath": "/etc/ssh/host-keys", "readOnly": True}
+        {"name": "host-keys", "mountPath": "/etc/ssh/host-keys-secret", "readOnly": True}
     )
     volumes = [
         _config_volume(ctx),
