@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from sunk.models.crds import API_VERSION
+from sunk.operator.kube import Kube, path_for
+
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -44,3 +47,28 @@ def same(previous: dict[str, Any], wanted: dict[str, Any]) -> bool:
         return {**status, "conditions": conds}
 
     return strip(previous or {}) == strip(wanted)
+
+
+async def write_status(
+    kube: Kube,
+    body: dict[str, Any],
+    plural: str,
+    fields: dict[str, Any],
+    conds: list[dict[str, Any]],
+) -> tuple[dict[str, Any], bool]:
+    """Patch the status subresource unless nothing but transition times would change.
+    Returns (status, whether it was written)."""
+    old = body.get("status") or {}
+    generation = body["metadata"].get("generation")
+    status = {
+        **fields,
+        "observedGeneration": generation,
+        "conditions": merge(old.get("conditions") or [], conds, generation),
+    }
+    if same(old, status):
+        return status, False
+    meta = body["metadata"]
+    await kube.merge_patch(
+        path_for(API_VERSION, plural, meta["namespace"], meta["name"], "status"), {"status": status}
+    )
+    return status, True

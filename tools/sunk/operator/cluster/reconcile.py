@@ -217,18 +217,6 @@ def objects_of(objects: list[dict[str, Any]], component: str) -> list[dict[str, 
 async def _write_status(
     kube: Kube, body: dict[str, Any], conds: list[dict[str, Any]], config_hash: str | None
 ) -> dict[str, Any]:
-    old = body.get("status") or {}
-    generation = body["metadata"].get("generation")
-    status = {
-        "observedGeneration": generation,
-        "conditions": conditions.merge(old.get("conditions") or [], conds, generation),
-    }
-    if config_hash:
-        status["configHash"] = config_hash
-    if not conditions.same(old, status):
-        meta = body["metadata"]
-        await kube.merge_patch(
-            path_for(API_VERSION, "slurmclusters", meta["namespace"], meta["name"], "status"),
-            {"status": status},
-        )
+    fields = {"configHash": config_hash} if config_hash else {}
+    status, _ = await conditions.write_status(kube, body, "slurmclusters", fields, conds)
     return status

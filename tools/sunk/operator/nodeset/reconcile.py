@@ -169,7 +169,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     await _bounded(
         [kube.delete(path_for("v1", "pods", ns, pod_name)) for pod_name, _ in result.delete]
     )
-    return await _write_status(kube, body, result.status, _conditions(result), result)
+    return await _write_status(kube, body, result.status, _conditions(result))
 
 
 def _pinned_node(pod: dict[str, Any]) -> str:
@@ -213,23 +213,12 @@ async def _write_status(
     body: dict[str, Any],
     counters: dict[str, Any],
     conds: list[dict[str, Any]],
-    result: Plan | None = None,
 ) -> dict[str, Any]:
-    old = body.get("status") or {}
-    generation = body["metadata"].get("generation")
-    status = {
-        **counters,
-        "observedGeneration": generation,
-        "conditions": conditions.merge(old.get("conditions") or [], conds, generation),
-    }
-    if conditions.same(old, status):
+    status, written = await conditions.write_status(kube, body, "nodesets", counters, conds)
+    if not written:
         return status
-    meta = body["metadata"]
-    await kube.merge_patch(
-        path_for(API_VERSION, "nodesets", meta["namespace"], meta["name"], "status"),
-        {"status": status},
-    )
-    old_conflict = next((c for c in old.get("conditions") or [] if c["type"] == "NodeConflict"), {})
+    old = (body.get("status") or {}).get("conditions") or []
+    old_conflict = next((c for c in old if c["type"] == "NodeConflict"), {})
     new_conflict = next((c for c in status["conditions"] if c["type"] == "NodeConflict"), {})
     if new_conflict.get("status") == "True" and new_conflict.get("message") != old_conflict.get(
         "message"
