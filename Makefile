@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(CURDIR)/.tools/bin
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 # Test tiers whose runtimes the toolchain installer provides (see README, "Development").
-TOOLCHAIN ?= helm kubeconform shellcheck kube slurm
+TOOLCHAIN ?= helm kubeconform shellcheck kube slurm nodes
 
 .PHONY: setup demo test lint unit schema images clean help
 help:
@@ -23,10 +23,17 @@ $(VENV)/.installed: pyproject.toml tools/constraints.txt
 setup: $(VENV)/.installed
 	$(PY) -m sunk.devenv.toolchain install $(TOOLCHAIN)
 
-# The demo needs only helm, not the test runtimes.
+# The demo renders every example, then (as root) starts the control plane and two real
+# Kubernetes nodes, installs both charts, runs a two-node job and leaves the cluster up
+# (`sunkctl dev down` removes it).
 demo: $(VENV)/.installed
 	$(PY) -m sunk.devenv.toolchain install helm
 	$(VENV)/bin/sunkctl demo
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "demo: a Slurm cluster on real nodes needs root (sudo make demo); rendered only"; \
+	else \
+	  $(PY) -m sunk.devenv.toolchain install kube nodes && $(VENV)/bin/sunkctl dev up; \
+	fi
 
 lint: setup
 	$(VENV)/bin/ruff check tools tests

@@ -11,6 +11,7 @@ import typer
 from sunk import __version__
 from sunk.cli.argocd_cmd import argocd_app
 from sunk.cli.demo_cmd import demo
+from sunk.cli.dev_cmd import dev_app
 from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
 from sunk.cli.validate_cmd import validate
@@ -26,6 +27,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(argocd_app, name="argocd")
+app.add_typer(dev_app, name="dev")
 
 
 def _version(value: bool) -> None:

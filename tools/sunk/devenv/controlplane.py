@@ -222,6 +222,8 @@ CLIENTS = {
     "controller-manager": "/CN=system:kube-controller-manager",
     "scheduler": "/CN=system:kube-scheduler",
     "kwok": "/O=system:masters/CN=kwok",
+    # the API server's identity towards kubelets (logs, exec, port-forward on real nodes)
+    "apiserver-kubelet-client": "/O=system:masters/CN=kube-apiserver-kubelet-client",
 }
 
 
@@ -234,13 +236,15 @@ def _openssl(*args: str) -> None:
         raise ControlPlaneError(f"openssl {args[0]} failed: {exc.stderr.strip()}") from exc
 
 
-def make_pki(pki: Path) -> None:
-    """A CA, the API server's serving cert, client certs per component, a service-account key."""
+def make_pki(pki: Path, extra_ips: Iterable[str] = ()) -> None:
+    """A CA, the API server's serving cert, client certs per component, a service-account key.
+    ``extra_ips``: more addresses the API server is reached at (besides loopback)."""
     pki.mkdir(parents=True, exist_ok=True)
     san = ",".join(
         [
             "IP:127.0.0.1",
             f"IP:{SERVICE_IP}",
+            *(f"IP:{ip}" for ip in extra_ips),
             "DNS:localhost",
             "DNS:kubernetes",
             "DNS:kubernetes.default",
@@ -248,77 +252,70 @@ def make_pki(pki: Path) -> None:
             "DNS:kubernetes.default.svc.cluster.local",
         ]
     )
-    cnf = pki / "openssl.cnf"
-    cnf.write_text(_OPENSSL_CNF.format(san=san))
-
-    def key(name: str) -> Path:
-        path = pki / f"{name}.key"
-        _openssl(
-            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path)
-        )
-        path.chmod(0o600)
-        return path
-
-    ca_key = key("ca")
+    (pki / "openssl.cnf").write_text(_OPENSSL_CNF.format(san=san))
     _openssl(
         "req",
         "-x509",
         "-new",
         "-key",
-        str(ca_key),
+        str(_new_key(pki, "ca")),
         "-subj",
         "/CN=sunk-test-ca",
         "-days",
         "7",
         "-config",
-        str(cnf),
+        str(pki / "openssl.cnf"),
         "-extensions",
         "ca_ext",
         "-out",
         str(pki / "ca.crt"),
     )
-
-    def signed(name: str, subject: str, ext: str) -> None:
-        csr = pki / f"{name}.csr"
-        _openssl(
-            "req",
-            "-new",
-            "-key",
-            str(key(name)),
-            "-subj",
-            subject,
-            "-config",
-            str(cnf),
-            "-out",
-            str(csr),
-        )
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            str(csr),
-            "-CA",
-            str(pki / "ca.crt"),
-            "-CAkey",
-            str(ca_key),
-            "-set_serial",
-            f"0x{secrets.token_hex(16)}",
-            "-days",
-            "7",
-            "-extfile",
-            str(cnf),
-            "-extensions",
-            ext,
-            "-out",
-            str(pki / f"{name}.crt"),
-        )
-        csr.unlink()
-
-    signed("apiserver", "/CN=kube-apiserver", "server_ext")
+    sign(pki, "apiserver", "/CN=kube-apiserver", "server_ext")
     for name, subject in CLIENTS.items():
-        signed(name, subject, "client_ext")
-    sa_key = key("sa")
+        sign(pki, name, subject)
+    sa_key = _new_key(pki, "sa")
     _openssl("pkey", "-in", str(sa_key), "-pubout", "-out", str(pki / "sa.pub"))
+
+
+def _new_key(pki: Path, name: str) -> Path:
+    path = pki / f"{name}.key"
+    _openssl(
+        "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path)
+    )
+    path.chmod(0o600)
+    return path
+
+
+def sign(pki: Path, name: str, subject: str, ext: str = "client_ext") -> None:
+    """``<name>.key`` and ``<name>.crt`` signed by the CA of ``make_pki``; ``ext`` is
+    ``client_ext`` or ``server_ext`` (the API server's SANs)."""
+    cnf = pki / "openssl.cnf"
+    csr = pki / f"{name}.csr"
+    key = _new_key(pki, name)
+    _openssl(
+        "req", "-new", "-key", str(key), "-subj", subject, "-config", str(cnf), "-out", str(csr)
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(pki / "ca.crt"),
+        "-CAkey",
+        str(pki / "ca.key"),
+        "-set_serial",
+        f"0x{secrets.token_hex(16)}",
+        "-days",
+        "7",
+        "-extfile",
+        str(cnf),
+        "-extensions",
+        ext,
+        "-out",
+        str(pki / f"{name}.crt"),
+    )
+    csr.unlink()
 
 
 def write_kubeconfig(path: Path, server: str, pki: Path, user: str) -> Path:
@@ -427,6 +424,12 @@ class ControlPlane:
 
     ``workdir``: where certificates, kubeconfigs, etcd data and logs go. Default: a fresh temp
     dir that ``stop()`` removes; a given ``workdir`` is kept (only its processes are stopped).
+
+    ``netns`` (real nodes, ``sunk.devenv.nodes``): run every component inside that network
+    namespace, the API server listening on all of its addresses and advertising ``advertise``
+    (the address kubelets and Pods reach it at). Each component port is forwarded to the same
+    port on this namespace's 127.0.0.1 (socat through a unix socket), so clients here use the
+    control plane exactly as in the default mode.
     """
 
     def __init__(
@@ -436,7 +439,13 @@ class ControlPlane:
         bin_dir: Path | None = None,
         start_timeout: float = 180.0,
         stop_timeout: float = 10.0,
+        netns: str | None = None,
+        advertise: str | None = None,
     ) -> None:
+        if (netns is None) != (advertise is None):
+            raise ValueError("netns and advertise go together")
+        self.netns = netns
+        self.advertise = advertise
         self.bin_dir = Path(bin_dir) if bin_dir else default_bin_dir()
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -535,7 +544,7 @@ class ControlPlane:
 
     def _start_processes(self) -> None:
         (self._dir / "logs").mkdir(exist_ok=True)
-        make_pki(self.pki)
+        make_pki(self.pki, [self.advertise] if self.advertise else [])
         pki = self.pki
         for user in ("admin", "controller-manager", "scheduler", "kwok"):
             write_kubeconfig(self._dir / f"{user}.kubeconfig", self.server, pki, user)
@@ -556,14 +565,26 @@ class ControlPlane:
                 "--unsafe-no-fsync",
                 "--log-level=warn",
             ],
+            port=p.etcd_client,
         )
         wait_for(lambda: self._check_alive() or self._etcd_healthy(etcd_url), 30, "etcd health")
+        if self.advertise:
+            # real kubelets and Pods reach it on the namespace's bridge; the `kubernetes`
+            # Service's endpoints point there (the default lease reconciler)
+            address = ["--bind-address=0.0.0.0", f"--advertise-address={self.advertise}"]
+        else:
+            # the endpoint reconciler refuses a loopback advertise address; no in-cluster
+            # clients need the `kubernetes` Service endpoints here
+            address = [
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+            ]
         self._spawn(
             "kube-apiserver",
             [
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                *address,
                 f"--secure-port={p.apiserver}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
                 f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -574,13 +595,14 @@ class ControlPlane:
                 f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # the endpoint reconciler refuses a loopback advertise address; no in-cluster
-                # clients need the `kubernetes` Service endpoints here
-                "--endpoint-reconciler-type=none",
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
                 "--allow-privileged=true",
                 "--profiling=false",
                 f"--cert-dir={self._dir / 'apiserver-certs'}",
             ],
+            port=p.apiserver,
         )
         wait_for(self._apiserver_ready, self.start_timeout, "kube-apiserver /readyz")
         cm_kubeconfig = self._dir / "controller-manager.kubeconfig"
@@ -603,6 +625,7 @@ class ControlPlane:
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
             ],
+            port=p.controller_manager,
         )
         sched_kubeconfig = self._dir / "scheduler.kubeconfig"
         self._spawn(
@@ -617,6 +640,7 @@ class ControlPlane:
                 "--leader-elect=false",
                 "--profiling=false",
             ],
+            port=p.scheduler,
         )
         # kwok serves nothing (no --server-address); it only watches the API.
         self._spawn(
@@ -632,11 +656,35 @@ class ControlPlane:
             ],
         )
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], *, port: int | None = None) -> None:
+        """Start ``name``; in a netns, also forward its ``port`` to this namespace's loopback."""
+        self._popen(name, [str(self.bin_dir / name), *args], netns=self.netns)
+        if self.netns and port:
+            sock = self._dir / "forward" / f"{port}.sock"
+            sock.parent.mkdir(exist_ok=True)
+            self._popen(
+                f"forward-{port}-in",
+                ["socat", f"UNIX-LISTEN:{sock},fork,unlink-early", f"TCP:127.0.0.1:{port}"],
+                netns=self.netns,
+            )
+            self._popen(
+                f"forward-{port}-out",
+                [
+                    "socat",
+                    f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr",
+                    f"UNIX-CONNECT:{sock}",
+                ],
+                netns=None,
+            )
+
+    def _popen(self, name: str, argv: list[str], *, netns: str | None) -> None:
+        if netns:
+            # only the network namespace changes: mounts and /sys stay the host's
+            argv = ["nsenter", f"--net=/var/run/netns/{netns}", "--", *argv]
         log = self._dir / "logs" / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
-                [str(self.bin_dir / name), *args],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -719,6 +767,17 @@ class ControlPlane:
                 shutil.rmtree(self.workdir, ignore_errors=True)
             else:
                 (self.workdir / STATE_FILE).unlink(missing_ok=True)
+        self._started = False
+
+    def detach(self) -> None:
+        """Keep the processes running after this Python process exits."""
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if self._prev_sigterm is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, self._prev_sigterm)
+            self._prev_sigterm = None
+        self._procs = []
         self._started = False
 
     def _stop_processes(self) -> None:

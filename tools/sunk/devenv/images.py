@@ -66,6 +66,17 @@ def images() -> list[ImageSpec]:
     ]
 
 
+# Images the development cluster needs besides the product's: MariaDB from Debian for the
+# operator's in-cluster accounting database (no registry to pull `mariadb` from).
+DEV_IMAGE_TAG = SUITE
+
+
+def dev_images() -> list[ImageSpec]:
+    return [
+        ImageSpec("mariadb", f"{IMAGE_PREFIX}/mariadb", DEV_IMAGE_TAG, {"BASE_IMAGE": BASE_IMAGE})
+    ]
+
+
 def cuda_variant(cuda: str, base_image: str) -> ImageSpec:
     """slurmd on another base (e.g. an NVIDIA CUDA runtime image): tag `<tag>-cuda<cuda>`."""
     return ImageSpec(
@@ -153,6 +164,27 @@ def image_id(ref: str) -> str | None:
 
 
 # --- the base image ---------------------------------------------------------------------------
+
+
+def saved_archive(ref: str) -> Path:
+    """``docker save`` of ``ref`` for a containerd to import, cached by image id (the newest
+    one kept per repository)."""
+    image = image_id(ref)
+    if image is None:
+        raise ImageBuildError(f"{ref} is not built: run `make images`")
+    folder = cache_dir() / "images" / "archives"
+    stem = ref.replace("/", "_").replace(":", "_")
+    target = folder / f"{stem}-{image.removeprefix('sha256:')[:16]}.tar"
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(f"{stem}-*.tar"):
+        old.unlink()
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    log(f"docker save {ref}")
+    subprocess.run(["docker", "save", "-o", str(tmp), ref], check=True)
+    tmp.replace(target)
+    return target
 
 
 def debian_mirror(etc: Path = debian.APT) -> str:
@@ -306,10 +338,11 @@ def build(names: list[str] | None = None, no_cache: bool = False) -> dict[str, f
     repo = repo_root()
     specs = images() + variants_from_env()
     if names:
-        unknown = set(names) - {s.name for s in specs}
+        known = specs + dev_images()
+        unknown = set(names) - {s.name for s in known}
         if unknown:
             raise ImageBuildError(f"unknown image(s) {sorted(unknown)}; known: images/*")
-        specs = [s for s in specs if s.name in names]
+        specs = [s for s in known if s.name in names]
     ensure_engine()
     times = {"base": build_base()}
     for spec in specs:

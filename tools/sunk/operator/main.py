@@ -73,8 +73,9 @@ async def serve(args: argparse.Namespace) -> None:
             standalone=True,
             # kopf would ask getpass for a user name, which a non-root image uid lacks.
             identity=Identity(elector.holder if elector else identity()),
+            # all namespaces by default (the chart's default); kopf needs an iterable either way
             clusterwide=not args.namespace,
-            namespaces=args.namespace or None,
+            namespaces=list(args.namespace),
         )
     finally:
         await kube.close()

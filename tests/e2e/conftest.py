@@ -1,0 +1,47 @@
+"""The ``e2e`` tier on real nodes: kubelet + containerd + runc + CNI + kube-proxy + CoreDNS
+from the toolchain (``sunk.devenv.nodes``), our images from ``make images``, both charts
+installed by the real helm. One cluster for the tier; its teardown is checked to leave
+nothing behind."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from sunk.devenv import deploy
+from sunk.devenv.nodes import INSTALL_HINT, NodeCluster, missing_prerequisites
+
+NODES = 2
+
+
+def _skip_reason() -> str | None:
+    missing = missing_prerequisites()
+    if missing:
+        return f"real nodes need {', '.join(missing)}: run `{INSTALL_HINT}` as root"
+    return None
+
+
+def _host_iptables() -> str:
+    proc = subprocess.run(["iptables-save"], capture_output=True, text=True, check=False)
+    # counters change with traffic; the rules are what must not change
+    return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith(("#", ":")))
+
+
+@pytest.fixture(scope="session")
+def real_nodes() -> Iterator[NodeCluster]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    archives = deploy.image_archives()
+    rules_before = _host_iptables()
+    cluster = NodeCluster(nodes=NODES, images=archives, progress=True)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    left = cluster.leftovers()
+    assert not left, f"teardown left: {left}"
+    assert _host_iptables() == rules_before, "the host's iptables rules changed"

@@ -1,0 +1,177 @@
+"""Slurm on Pods the operator made, on real nodes: the sunk chart with its defaults (the operator
+in its image, watching every namespace), the slurm chart from ``examples/minimal-cpu.yaml``
+with two partitions, jobs through the login Pod, slurmrestd with a JWT, a slurmd Pod deleted
+and recreated, an upgrade that changes a partition, and an uninstall that keeps the keys and
+the controller state.
+
+The tests share one deployment and run in file order; each asserts on what the real
+components report (kubectl, sinfo, sbatch, srun, sacct, scontrol, slurmrestd)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sunk.devenv.deploy import SlurmDeployment
+from sunk.devenv.nodes import NodeCluster
+from sunk.operator import names
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "minimal-cpu.yaml"
+CLUSTER = "minimal"
+PARTITIONS = """
+compute:
+  partitions:
+    - {name: batch, nodeSets: [ALL], default: true}
+    - {name: short, nodeSets: [ALL], config: {MaxTime: "00:30:00"}}
+"""
+UPGRADED = PARTITIONS.replace('MaxTime: "00:30:00"', 'MaxTime: "00:20:00"')
+
+
+@pytest.fixture(scope="module")
+def slurm(real_nodes: NodeCluster, tmp_path_factory) -> SlurmDeployment:
+    values = tmp_path_factory.mktemp("values") / "partitions.yaml"
+    values.write_text(PARTITIONS)
+    deployment = SlurmDeployment(real_nodes, CLUSTER)
+    deployment.install_operator()
+    deployment.install_slurm(EXAMPLE, values)
+    deployment.wait_ready(nodes=len(real_nodes.nodes))
+    deployment.values = values  # type: ignore[attr-defined]
+    return deployment
+
+
+def test_one_slurmd_pod_per_node_with_real_containers(slurm: SlurmDeployment):
+    pods = slurm.running_pods("compute")
+    nodes = sorted(p["spec"]["nodeName"] for p in pods)
+    assert nodes == sorted(n.name for n in slurm.cluster.nodes), nodes
+    for pod in pods:
+        statuses = {c["name"]: c for c in pod["status"]["containerStatuses"]}
+        assert statuses, pod["metadata"]["name"]
+        for status in statuses.values():
+            assert status["containerID"].startswith("containerd://"), status
+            assert "running" in status["state"], status
+        # the Pod name is the operator's, from the Node's InternalIP
+        node = slurm.cluster.client.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
+        address = next(
+            a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"
+        )
+        octets = address.split(".")
+        assert pod["metadata"]["name"].endswith(f"-{int(octets[2]):03d}-{int(octets[3]):03d}")
+
+
+def test_sinfo_lists_both_nodes_idle(slurm: SlurmDeployment):
+    pods = {p["metadata"]["name"] for p in slurm.running_pods("compute")}
+    assert set(slurm.idle_nodes()) == pods
+
+
+def test_sbatch_completes_in_each_partition(slurm: SlurmDeployment):
+    jobs = {}
+    for partition in ("batch", "short"):
+        out = slurm.login(
+            "sbatch", "--wait", f"--partition={partition}", "--output=/dev/null",
+            "--wrap", "hostname", timeout=300,
+        )  # fmt: skip
+        match = re.search(r"Submitted batch job (\d+)", out)
+        assert match, out
+        jobs[match.group(1)] = partition
+    states = slurm.wait(
+        "both batch jobs COMPLETED in sacct",
+        lambda: (s := slurm.sacct_jobs()) and all(s.get(j) == "COMPLETED" for j in jobs) and s,
+        timeout=120,
+    )
+    assert all(states[j] == "COMPLETED" for j in jobs), states
+    slurm.jobs = jobs  # type: ignore[attr-defined]
+
+
+def test_srun_spans_two_pods_on_two_nodes(slurm: SlurmDeployment):
+    out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "hostname", timeout=300)
+    hostnames = sorted(out.split())
+    pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
+    assert hostnames == pods, (out, pods)
+
+
+def test_slurmrestd_answers_a_jwt_through_its_service(slurm: SlurmDeployment):
+    # slurmrestd rejects tokens for root; `slurm` (uid 401) exists in every image
+    token = slurm.login("scontrol", "token", "username=slurm").strip()
+    jwt = token.removeprefix("SLURM_JWT=")
+    service = f"{names.rest(CLUSTER)}.{slurm.namespace}.svc.cluster.local"
+    request = (
+        f"exec 3<>/dev/tcp/{service}/6820; "
+        "printf 'GET /slurm/v0.0.41/ping HTTP/1.0\\r\\nX-SLURM-USER-NAME: slurm\\r\\n"
+        f"X-SLURM-USER-TOKEN: {jwt}\\r\\n\\r\\n' >&3; cat <&3"
+    )
+    answer = slurm.login("bash", "-c", request)
+    assert answer.split("\n", 1)[0].split()[1:2] == ["200"], answer[:500]
+    assert '"pinged": "UP"' in answer, answer[:2000]
+
+
+def test_a_deleted_slurmd_pod_comes_back_on_its_node(slurm: SlurmDeployment):
+    victim = slurm.running_pods("compute")[0]
+    name, node, uid = (
+        victim["metadata"]["name"],
+        victim["spec"]["nodeName"],
+        victim["metadata"]["uid"],
+    )
+    slurm.cluster.kubectl("delete", "pod", "-n", slurm.namespace, name, "--wait=false")
+
+    def replaced() -> dict | None:
+        for pod in slurm.running_pods("compute"):
+            if pod["metadata"]["name"] == name and pod["metadata"]["uid"] != uid:
+                return pod
+        return None
+
+    pod = slurm.wait(f"{name} recreated and Running", replaced, timeout=300)
+    assert pod["spec"]["nodeName"] == node
+    slurm.wait(f"{name} idle in Slurm", lambda: name in slurm.idle_nodes(), timeout=300)
+
+
+def test_upgrade_changes_a_partition_and_keeps_jobs_and_keys(slurm: SlurmDeployment):
+    secrets = {
+        name: slurm.secret_data(name)
+        for name in (names.munge_secret(CLUSTER), names.jwt_secret(CLUSTER))
+    }
+    before = slurm.login("scontrol", "show", "partition", "short")
+    assert "MaxTime=00:30:00" in before, before
+    values: Path = slurm.values  # type: ignore[attr-defined]
+    values.write_text(UPGRADED)
+    slurm.install_slurm(EXAMPLE, values)
+    slurm.wait(
+        "slurmctld to read MaxTime=00:20:00 for partition short",
+        lambda: "MaxTime=00:20:00" in slurm.login("scontrol", "show", "partition", "short"),
+        timeout=300,
+    )
+    accounted = slurm.sacct_jobs()
+    jobs = getattr(slurm, "jobs", {})
+    assert jobs and all(accounted.get(j) == "COMPLETED" for j in jobs), (jobs, accounted)
+    for name, data in secrets.items():
+        assert slurm.secret_data(name) == data, f"{name} was regenerated"
+
+
+def test_uninstall_keeps_keys_and_controller_state(slurm: SlurmDeployment):
+    kept = [names.munge_secret(CLUSTER), names.jwt_secret(CLUSTER)]
+    data = {name: slurm.secret_data(name) for name in kept}
+    claims_before = {
+        c["metadata"]["name"]
+        for c in slurm.cluster.client.list(
+            f"/api/v1/namespaces/{slurm.namespace}/persistentvolumeclaims"
+        )
+    }
+    state_claim = f"state-{names.controller(CLUSTER)}-0"
+    assert state_claim in claims_before, claims_before
+    slurm.uninstall_slurm()
+    slurm.wait(
+        "the controller Pod gone",
+        lambda: not slurm.pods("controller") and not slurm.pods("compute"),
+        timeout=300,
+    )
+    for name in kept:
+        assert slurm.secret_data(name) == data[name], name
+    claims_after = {
+        c["metadata"]["name"]: c["status"].get("phase")
+        for c in slurm.cluster.client.list(
+            f"/api/v1/namespaces/{slurm.namespace}/persistentvolumeclaims"
+        )
+    }
+    assert claims_after.get(state_claim) == "Bound", claims_after

@@ -1,0 +1,79 @@
+"""`sunkctl dev`: a Slurm cluster on real Kubernetes nodes on this machine (a checkout's
+development and demo environment; needs root, Go and the toolchain's `nodes` component)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sunk.cli.common import EXIT_ENV, err, fail, out
+
+dev_app = typer.Typer(
+    help="A Slurm cluster on real Kubernetes nodes on this machine (development, demo).",
+    no_args_is_help=True,
+)
+
+DIR_HELP = "State directory of the cluster (default: .tools/dev-cluster in the checkout)."
+
+
+def _errors():
+    # imported here: the development environment is not part of the CLI's runtime
+    from sunk.devenv.controlplane import ControlPlaneError
+    from sunk.devenv.deploy import DeployError
+    from sunk.devenv.images import ImageBuildError
+    from sunk.devenv.nodes import NodeClusterError
+
+    return (ControlPlaneError, DeployError, ImageBuildError, NodeClusterError, TimeoutError)
+
+
+def _dir(directory: Path | None) -> Path:
+    from sunk.devenv.devcluster import default_dir
+
+    return directory or default_dir()
+
+
+@dev_app.command()
+def up(
+    example: Path = typer.Option(
+        Path("examples/minimal-cpu.yaml"), "-f", "--values", help="The slurm chart's values."
+    ),
+    nodes: int = typer.Option(2, min=1, max=8, help="Real worker nodes."),
+    directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
+) -> None:
+    """Start (or reuse) the cluster, install both charts, run a two-node job; leave it up."""
+    from sunk.devenv import devcluster
+
+    try:
+        result = devcluster.up(
+            _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}")
+        )
+    except _errors() as exc:
+        fail(str(exc), EXIT_ENV)
+    out.print(result.job_output.rstrip())
+    out.print(f"KUBECONFIG={result.kubeconfig}")
+    out.print("A shell in the login Pod (then `sinfo`, `srun -N2 hostname`):")
+    out.print(f"  {result.shell}")
+
+
+@dev_app.command()
+def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
+    """Stop the cluster and remove everything it made (processes, mounts, namespaces)."""
+    from sunk.devenv import devcluster
+
+    try:
+        devcluster.down(_dir(directory))
+    except _errors() as exc:
+        fail(str(exc), EXIT_ENV)
+    err.print("[dev] down")
+
+
+@dev_app.command()
+def status(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
+    """Say whether the cluster runs and where its kubeconfig is."""
+    from sunk.devenv import devcluster
+
+    try:
+        out.print(devcluster.status(_dir(directory)))
+    except _errors() as exc:
+        fail(str(exc), EXIT_ENV)
