@@ -34,3 +34,27 @@ def helm() -> str:
     if path is None:
         pytest.skip("helm not installed: run `make setup`")
     return str(path)
+
+
+# Seconds spent per tier (setup, call and teardown of its tests), printed at the end of the run
+# so the budget of each tier is visible in every `make test`.
+_TIER_SECONDS: dict[str, float] = {}
+
+
+def _tier_of(nodeid: str) -> str:
+    parts = Path(nodeid.split("::", 1)[0]).parts
+    tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else "unit"
+    return tier if tier in TIERS else "unit"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    tier = _tier_of(report.nodeid)
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _TIER_SECONDS:
+        return
+    terminalreporter.section("time per tier")
+    for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{tier:8} {seconds / 60:6.1f} min ({seconds:.0f} s)")

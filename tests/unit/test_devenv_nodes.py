@@ -66,7 +66,6 @@ def test_containerd_config_keeps_each_node_apart(tmp_path: Path) -> None:
         socket=tmp_path / "c.sock",
         cni_bin=tmp_path / "cni",
         cni_conf=tmp_path / "net.d",
-        netns_dir=tmp_path / "netns",
         runc=tmp_path / "runc",
         runc_root=tmp_path / "runc-root",
     )
@@ -76,7 +75,7 @@ def test_containerd_config_keeps_each_node_apart(tmp_path: Path) -> None:
     assert config["grpc"]["address"] == str(tmp_path / "c.sock")
     runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["restrict_oom_score_adj"] is True
-    assert runtime["netns_mounts_under"] == str(tmp_path / "netns")
+    assert runtime["netns_mounts_under_state_dir"] is True
     runc = runtime["containerd"]["runtimes"]["runc"]["options"]
     assert runc == {
         "BinaryName": str(tmp_path / "runc"),

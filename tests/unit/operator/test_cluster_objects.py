@@ -120,3 +120,16 @@ def test_login_mounts_host_keys_where_the_image_reads_them():
     mount = next(m for m in sshd["volumeMounts"] if m["name"] == "host-keys")
     # images/login/entrypoint.sh: SUNK_SSH_HOST_KEYS_SOURCE defaults to this path.
     assert mount["mountPath"] == "/etc/ssh/host-keys-secret"
+
+
+def test_slurm_daemons_can_read_the_jwt_key():
+    """slurmctld and slurmdbd drop to slurm (401); the key is a 0400 file in a projected
+    volume, which only the pod's fsGroup makes readable to them (found on real nodes)."""
+    objects = {
+        o["metadata"]["name"]: o
+        for o in desired_objects(context())
+        if o["kind"] in ("StatefulSet", "Deployment")
+    }
+    for name in ("c-controller", "c-accounting"):
+        pod = objects[name]["spec"]["template"]["spec"]
+        assert pod["securityContext"]["fsGroup"] == 401, name

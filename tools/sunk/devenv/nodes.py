@@ -43,6 +43,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,7 +239,12 @@ class NodeCluster:
             self._write_state()
             self._start_hub()
             for index in range(self.node_count):
-                self._start_node(index)
+                self._prepare_node(index)
+            # imports are I/O bound: all nodes at once
+            with ThreadPoolExecutor(max_workers=self.node_count) as pool:
+                list(pool.map(self._import_images, self.nodes))
+            for node in self.nodes:
+                self._start_kubernetes(node)
             for node in self.nodes:
                 self.wait_node_ready(node.name)
             self._static_volumes()
@@ -331,7 +337,8 @@ class NodeCluster:
             cgroup_root=f"/sunk-{self.run_id}-{name}",
         )
 
-    def _start_node(self, index: int) -> None:
+    def _prepare_node(self, index: int) -> None:
+        """Network, cgroup root and containerd of one node."""
         node = self._node(index)
         name = node.name
         self.nodes.append(node)
@@ -342,8 +349,9 @@ class NodeCluster:
         self._cgroup_root(node)
         self.log(f"{name}: containerd")
         self._start_containerd(node)
-        self._import_images(node)
-        self.log(f"{name}: kubelet, kube-proxy, CoreDNS")
+
+    def _start_kubernetes(self, node: Node) -> None:
+        self.log(f"{node.name}: kubelet, kube-proxy, CoreDNS")
         self._start_kubelet(node)
         self._start_kube_proxy(node)
         self._start_coredns(node)
@@ -411,7 +419,6 @@ class NodeCluster:
                 socket=node.containerd_socket,
                 cni_bin=node_build.cni_bin_dir(),
                 cni_conf=node.dir / "cni" / "net.d",
-                netns_dir=node.dir / "netns",
                 runc=self.bin_dir / "runc",
                 runc_root=node.runc_root,
             )
@@ -420,7 +427,10 @@ class NodeCluster:
 
         def answers() -> bool:
             self._check_alive(node)
-            self.ctr(node, "version", timeout=10)
+            try:
+                self.ctr(node, "version", timeout=10)
+            except NodeClusterError:
+                return False  # not listening yet
             return True
 
         wait_for(answers, 60, f"{node.name}: containerd")
@@ -721,7 +731,6 @@ def containerd_config(
     socket: Path,
     cni_bin: Path,
     cni_conf: Path,
-    netns_dir: Path,
     runc: Path,
     runc_root: Path,
 ) -> str:
@@ -759,7 +768,8 @@ disabled_plugins = [
   # no CAP_SYS_RESOURCE here: a sandbox may not lower its oom_score_adj below containerd's
   restrict_oom_score_adj = true
   enable_selinux = false
-  netns_mounts_under = "{netns_dir}"
+  # Pod network namespaces under the state dir, not the host's /var/run/netns
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["{cni_bin}"]
     conf_dir = "{cni_conf}"

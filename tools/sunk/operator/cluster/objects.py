@@ -333,6 +333,8 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
         },
     ]
     pod = _pod_spec(ctx, acct, [container], volumes, hostname=name)
+    # slurmdbd runs as slurm and reads the JWT key (mode 0400) from the projected config volume
+    pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
