@@ -756,12 +756,7 @@ class ControlPlane:
         """Stop every process group this control plane started; remove its temp dir."""
         self._stop_processes()
         self._client = None
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-        if self._prev_sigterm is not None:
-            with contextlib.suppress(ValueError):
-                signal.signal(signal.SIGTERM, self._prev_sigterm)
-            self._prev_sigterm = None
+        self._forget()
         if self.workdir is not None:
             if self._owns_dir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
@@ -771,14 +766,18 @@ class ControlPlane:
 
     def detach(self) -> None:
         """Keep the processes running after this Python process exits."""
+        self._forget()
+        self._procs = []
+        self._started = False
+
+    def _forget(self) -> None:
+        """No more stopping at exit or on SIGTERM."""
         with _LIVE_LOCK:
             _LIVE.discard(self)
         if self._prev_sigterm is not None:
             with contextlib.suppress(ValueError):
                 signal.signal(signal.SIGTERM, self._prev_sigterm)
             self._prev_sigterm = None
-        self._procs = []
-        self._started = False
 
     def _stop_processes(self) -> None:
         procs, self._procs = self._procs, []

@@ -80,17 +80,19 @@ def kube_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+def kubernetes_build(cmd: str) -> Build:
+    """``k8s.io/kubernetes/cmd/<cmd>`` at the pinned version (one wrapper module for all)."""
+    return Build(
+        cmd,
+        KUBERNETES_VERSION,
+        "k8s.io/kubernetes",
+        f"k8s.io/kubernetes/cmd/{cmd}",
+        kube_ldflags(KUBERNETES_VERSION),
+    )
+
+
 def builds() -> list[Build]:
-    kube = [
-        Build(
-            cmd,
-            KUBERNETES_VERSION,
-            "k8s.io/kubernetes",
-            f"k8s.io/kubernetes/cmd/{cmd}",
-            kube_ldflags(KUBERNETES_VERSION),
-        )
-        for cmd in KUBE_COMMANDS
-    ]
+    kube = [kubernetes_build(cmd) for cmd in KUBE_COMMANDS]
     return [
         *kube,
         Build("etcd", ETCD_VERSION, "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3"),

@@ -58,16 +58,7 @@ DEBIAN_PACKAGES = ("iptables", "conntrack", "libseccomp-dev", "socat", "gcc", "l
 
 
 def builds() -> list[Build]:
-    kube = [
-        Build(
-            cmd,
-            KUBERNETES_VERSION,
-            "k8s.io/kubernetes",
-            f"k8s.io/kubernetes/cmd/{cmd}",
-            kube_build.kube_ldflags(KUBERNETES_VERSION),
-        )
-        for cmd in NODE_KUBE_COMMANDS
-    ]
+    kube = [kube_build.kubernetes_build(cmd) for cmd in NODE_KUBE_COMMANDS]
     containerd_version = f"-X {CONTAINERD}/version.Version={CONTAINERD_VERSION.lstrip('v')}"
     containerd = [
         Build(
@@ -162,9 +153,7 @@ def build_pause() -> Path:
     target = cache_dir() / "pause" / KUBERNETES_VERSION / PAUSE_ARCHIVE
     if target.exists():
         return target
-    work = kube_build.prepare_wrapper(
-        next(b for b in kube_build.builds() if b.module == "k8s.io/kubernetes")
-    )
+    work = kube_build.prepare_wrapper(kube_build.kubernetes_build("kubelet"))
     info = json.loads(
         kube_build.go(["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"], work)
     )

@@ -181,7 +181,6 @@ class NodeCluster:
         self.hub_netns = f"sunk-{self.run_id}-hub"
         self.nodes: list[Node] = []
         self.control_plane: ControlPlane | None = None
-        self._netns: list[str] = []
         self._started = False
 
     # --- access -------------------------------------------------------------------------------
@@ -282,7 +281,6 @@ class NodeCluster:
 
     def _add_netns(self, ns: str) -> None:
         _run(["ip", "netns", "add", ns])
-        self._netns.append(ns)
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
 
     def _apply_rbac(self) -> None:
@@ -658,7 +656,6 @@ class NodeCluster:
             for proc in node.procs:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.popen.wait(timeout=5)
-        self._netns.clear()
         if self._requested_dir is None and not errors:
             shutil.rmtree(self._dir, ignore_errors=True)
         self._started = False
