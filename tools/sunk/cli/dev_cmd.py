@@ -46,7 +46,7 @@ def up(
 
     try:
         result = devcluster.up(
-            _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}")
+            _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}", markup=False)
         )
     except _errors() as exc:
         fail(str(exc), EXIT_ENV)
@@ -65,7 +65,7 @@ def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) ->
         devcluster.down(_dir(directory))
     except _errors() as exc:
         fail(str(exc), EXIT_ENV)
-    err.print("[dev] down")
+    err.print("[dev] down", markup=False)
 
 
 @dev_app.command()
