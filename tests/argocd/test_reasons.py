@@ -13,7 +13,7 @@ import pytest
 from sunk.argocd import healthchecks
 from sunk.models import conditions as reasons
 from sunk.operator import conditions
-from tests.argocd.test_health import run_check
+from tests.argocd.luarun import run_check
 
 pytestmark = pytest.mark.unit
 
