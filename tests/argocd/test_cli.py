@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,94 @@ def test_sunk_values_and_files_outside_the_repo(fake_repo: Path, tmp_path: Path)
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2
     assert "elsewhere.yaml is outside the repository root" in result.stderr
+
+
+API = "https://10.0.0.1:6443"
+
+
+def test_root_destination_and_cluster_secret_for_a_cluster_not_argocds_own(
+    fake_repo: Path,
+) -> None:
+    result = gen(
+        fake_repo,
+        "--destination-server",
+        API,
+        "--root-destination-server",
+        API,
+        "--cluster-secret",
+    )
+    assert result.exit_code == 0, result.output
+    out = fake_repo / "argocd"
+    root = yaml.safe_load((out / "root.yaml").read_text())
+    assert root["spec"]["destination"] == {"server": API, "namespace": "argocd"}
+    child = yaml.safe_load((out / "apps/sunk.yaml").read_text())
+    assert child["spec"]["destination"]["server"] == API
+    text = (out / "cluster-secret.yaml").read_text()
+    assert "never" in text and "commit credentials" in text
+    secret = yaml.safe_load(text)
+    assert secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "cluster"
+    assert secret["metadata"]["namespace"] == "argocd"
+    assert secret["stringData"]["name"] == "prod"
+    assert secret["stringData"]["server"] == API
+    config = json.loads(secret["stringData"]["config"])
+    assert config == {"bearerToken": "<fill in>", "tlsClientConfig": {"caData": "<fill in>"}}
+    # The root Application syncs apps/ only: the template never reaches the cluster via Git.
+    assert root["spec"]["source"]["path"].endswith("apps")
+
+
+def test_root_destination_defaults_to_argocds_own_cluster(fake_repo: Path) -> None:
+    assert gen(fake_repo).exit_code == 0
+    root = yaml.safe_load((fake_repo / "argocd/root.yaml").read_text())
+    assert root["spec"]["destination"]["server"] == "https://kubernetes.default.svc"
+    assert not (fake_repo / "argocd/cluster-secret.yaml").exists()
+    assert not (fake_repo / "argocd/project.yaml").exists()
+
+
+def test_cluster_secret_needs_a_server(fake_repo: Path) -> None:
+    result = gen(fake_repo, "--cluster-secret")
+    assert result.exit_code == 2, result.output
+    assert "--cluster-secret needs --destination-server" in result.stderr
+    result = gen(fake_repo, "--root-destination-server", "http://x")
+    assert result.exit_code == 2
+    assert "--root-destination-server" in result.stderr
+
+
+@pytest.mark.parametrize("style", ["app-of-apps", "appset"])
+def test_app_project_allows_exactly_what_the_apps_use(fake_repo: Path, style: str) -> None:
+    result = gen(
+        fake_repo,
+        "--app-project",
+        "--project",
+        "sunk",
+        "--destination-server",
+        API,
+        "--style",
+        style,
+    )
+    assert result.exit_code == 0, result.output
+    out = fake_repo / "argocd"
+    project = yaml.safe_load((out / "project.yaml").read_text())
+    assert project["kind"] == "AppProject"
+    assert project["metadata"] == {
+        "name": "sunk",
+        "namespace": "argocd",
+        "labels": project["metadata"]["labels"],
+    }
+    spec = project["spec"]
+    assert spec["sourceRepos"][0] == REPO_URL
+    assert "https://charts.jetstack.io" in spec["sourceRepos"]
+    assert {"server": "https://kubernetes.default.svc", "namespace": "argocd"} in spec[
+        "destinations"
+    ]
+    assert {"server": API, "namespace": "sunk-system"} in spec["destinations"]
+    # Every generated Application is in the project and allowed by it.
+    for path in (out / "apps").glob("*.yaml"):
+        app = yaml.safe_load(path.read_text())
+        body = app["spec"]["template"]["spec"] if app["kind"] == "ApplicationSet" else app["spec"]
+        assert body["project"] == "sunk"
+        dest = dict(body["destination"])
+        if "{{" in dest["namespace"]:
+            dest["namespace"] = "*"
+        assert dest in spec["destinations"], path
+        assert body["source"]["repoURL"] in spec["sourceRepos"], path
+    assert f"kubectl apply -f {out.name}/project.yaml" in (out / "root.yaml").read_text()

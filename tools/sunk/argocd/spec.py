@@ -55,6 +55,10 @@ class ExtraApp:
     namespace: str
 
 
+# Argo CD's name for the cluster it runs in.
+IN_CLUSTER = "https://kubernetes.default.svc"
+
+
 @dataclass(frozen=True)
 class GenSpec:
     repo_url: str
@@ -65,6 +69,10 @@ class GenSpec:
     style: str = "app-of-apps"  # or "appset"
     appset_git_glob: str | None = None  # appset style: git files generator over this glob
     destination_server: str | None = None  # use destination.server instead of .name
+    # Where the root Application puts the child Applications: the cluster Argo CD runs in.
+    root_destination_server: str = IN_CLUSTER
+    cluster_secret: bool = False  # also emit a template of Argo CD's cluster Secret
+    app_project: bool = False  # also emit the AppProject the Applications belong to
     argocd_namespace: str = "argocd"
     project: str = "default"
     cert_manager: UpstreamChart | None = None

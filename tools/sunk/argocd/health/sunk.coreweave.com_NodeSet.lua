@@ -1,17 +1,31 @@
 -- Health of an open SUNK NodeSet (sunk.coreweave.com/v1alpha1).
---   Degraded    a condition of type Degraded, Failed or NodeConflict has status "True", or the
---               Ready condition is "False" with a reason ending in "Failed".
---   Progressing no status yet, the controller has not observed the current generation, or
---               status.numberReady differs from status.desiredNumberScheduled (rolling or scaling).
---   Healthy     observedGeneration is current and numberReady reaches desiredNumberScheduled,
---               or numberFeasible when fewer Nodes are feasible (SUNK's `replicas: 1000`
---               pattern lets new Nodes join: desired stays above what exists).
+--   Progressing no status yet, or the controller has not observed the current generation.
+--   Degraded    a condition carries a reason declared Degraded (sunk.models.conditions: invalid
+--               spec, impossible sizing, Node conflict), or an undeclared reason on a condition
+--               of type Degraded or Failed with status "True".
+--   Progressing a condition carries a reason declared Progressing (waiting for the SlurmCluster,
+--               Pods starting, a rolling update), or numberReady is below the target.
+--   Healthy     numberReady reaches desiredNumberScheduled, or numberFeasible when fewer Nodes
+--               are feasible (SUNK's `replicas: 1000` pattern lets new Nodes join: desired
+--               stays above what exists).
+-- The reason table below is generated from sunk.models.conditions by `sunkctl argocd gen`.
 -- Needs resource.customizations.useOpenLibs.sunk.coreweave.com_NodeSet: "true" (string library).
 local hs = {}
-local failureTypes = {Degraded = true, Failed = true, NodeConflict = true}
+--@REASONS@
 
-local function endsWith(s, suffix)
-  return type(s) == "string" and #s >= #suffix and string.sub(s, -#suffix) == suffix
+local function reasonHealth(reason)
+  if type(reason) ~= "string" then
+    return nil
+  end
+  if reasons[reason] ~= nil then
+    return reasons[reason]
+  end
+  for suffix, health in pairs(reasonFamilies) do
+    if #reason > #suffix and string.sub(reason, -#suffix) == suffix then
+      return health
+    end
+  end
+  return nil
 end
 
 local function describe(c)
@@ -32,21 +46,6 @@ if obj.status == nil then
 end
 local st = obj.status
 
-if st.conditions ~= nil then
-  for _, c in ipairs(st.conditions) do
-    if c.status == "True" and failureTypes[c.type] then
-      hs.status = "Degraded"
-      hs.message = describe(c)
-      return hs
-    end
-    if c.type == "Ready" and c.status == "False" and endsWith(c.reason, "Failed") then
-      hs.status = "Degraded"
-      hs.message = describe(c)
-      return hs
-    end
-  end
-end
-
 local generation = 0
 if obj.metadata ~= nil and obj.metadata.generation ~= nil then
   generation = obj.metadata.generation
@@ -54,6 +53,29 @@ end
 if st.observedGeneration == nil or st.observedGeneration < generation then
   hs.status = "Progressing"
   hs.message = "Waiting for the NodeSet controller to observe generation " .. tostring(generation)
+  return hs
+end
+
+local progressing = nil
+if st.conditions ~= nil then
+  for _, c in ipairs(st.conditions) do
+    local health = reasonHealth(c.reason)
+    if health == nil and c.status == "True" and (c.type == "Degraded" or c.type == "Failed") then
+      health = "Degraded"
+    end
+    if health == "Degraded" then
+      hs.status = "Degraded"
+      hs.message = describe(c)
+      return hs
+    end
+    if health == "Progressing" and progressing == nil then
+      progressing = c
+    end
+  end
+end
+if progressing ~= nil then
+  hs.status = "Progressing"
+  hs.message = describe(progressing)
   return hs
 end
 

@@ -1,13 +1,30 @@
 -- Health of an open SUNK SlurmCluster (sunk.coreweave.com/v1alpha1).
---   Degraded    a condition of type Degraded or Failed has status "True", or any condition (a
---               component's, or Ready itself) has status "False" with a reason ending in "Failed".
---   Healthy     the Ready condition is "True" for the current generation.
---   Progressing otherwise (no status yet, generation not yet observed, Ready not yet True).
+--   Progressing no conditions yet, or the controller has not observed the current generation.
+--   Degraded    a condition (Ready, a component's <Component>Ready, Degraded) carries a reason
+--               declared Degraded (sunk.models.conditions: invalid spec, configuration that
+--               cannot be rendered, missing database, an apply the API server refused), or an
+--               undeclared reason on a condition of type Degraded or Failed with status "True".
+--   Progressing a condition carries a reason declared Progressing (workloads starting).
+--   Healthy     the Ready condition is "True".
+--   Progressing otherwise.
+-- The reason table below is generated from sunk.models.conditions by `sunkctl argocd gen`.
 -- Needs resource.customizations.useOpenLibs.sunk.coreweave.com_SlurmCluster: "true" (string library).
 local hs = {}
+--@REASONS@
 
-local function endsWith(s, suffix)
-  return type(s) == "string" and #s >= #suffix and string.sub(s, -#suffix) == suffix
+local function reasonHealth(reason)
+  if type(reason) ~= "string" then
+    return nil
+  end
+  if reasons[reason] ~= nil then
+    return reasons[reason]
+  end
+  for suffix, health in pairs(reasonFamilies) do
+    if #reason > #suffix and string.sub(reason, -#suffix) == suffix then
+      return health
+    end
+  end
+  return nil
 end
 
 local function describe(c)
@@ -28,22 +45,6 @@ if obj.status == nil or obj.status.conditions == nil then
 end
 local st = obj.status
 
-local readyCondition = nil
-for _, c in ipairs(st.conditions) do
-  if c.type == "Ready" then
-    readyCondition = c
-  end
-  if c.status == "True" and (c.type == "Degraded" or c.type == "Failed") then
-    hs.status = "Degraded"
-    hs.message = describe(c)
-    return hs
-  elseif c.status == "False" and endsWith(c.reason, "Failed") then
-    hs.status = "Degraded"
-    hs.message = describe(c)
-    return hs
-  end
-end
-
 local generation = 0
 if obj.metadata ~= nil and obj.metadata.generation ~= nil then
   generation = obj.metadata.generation
@@ -54,13 +55,35 @@ if st.observedGeneration ~= nil and st.observedGeneration < generation then
   return hs
 end
 
-if readyCondition ~= nil and readyCondition.status == "True" then
+local readyCondition = nil
+local progressing = nil
+for _, c in ipairs(st.conditions) do
+  if c.type == "Ready" then
+    readyCondition = c
+  end
+  local health = reasonHealth(c.reason)
+  if health == nil and c.status == "True" and (c.type == "Degraded" or c.type == "Failed") then
+    health = "Degraded"
+  end
+  if health == "Degraded" then
+    hs.status = "Degraded"
+    hs.message = describe(c)
+    return hs
+  end
+  if health == "Progressing" and progressing == nil then
+    progressing = c
+  end
+end
+
+if readyCondition ~= nil and readyCondition.status == "True" and progressing == nil then
   hs.status = "Healthy"
   hs.message = describe(readyCondition)
   return hs
 end
 hs.status = "Progressing"
-if readyCondition ~= nil then
+if progressing ~= nil then
+  hs.message = describe(progressing)
+elseif readyCondition ~= nil then
   hs.message = describe(readyCondition)
 else
   hs.message = "Waiting for the Ready condition"

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names
 from sunk.operator.apply import create_once, ensure
@@ -128,7 +129,7 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
         return await _write_status(
             kube,
             body,
-            [conditions.condition("Ready", False, "InvalidSpec", str(exc).splitlines()[0])],
+            [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
             None,
         )
 
@@ -155,9 +156,12 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     try:
         rendered = render_all(inputs)
     except RenderError as exc:
-        await emit_on_change(kube, body, "ConfigInvalid", str(exc))
+        await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
-            kube, body, [conditions.condition("Ready", False, "ConfigInvalid", str(exc))], None
+            kube,
+            body,
+            [conditions.condition("Ready", False, reasons.CONFIG_INVALID, str(exc))],
+            None,
         )
 
     ctx = ClusterContext(name, ns, meta["uid"], spec, rendered, munge, jwt, secret_ref)
@@ -184,24 +188,26 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     conds = []
     for component, workloads in components:
         ready = all([await workload_ready(kube, w) for w in workloads])
-        reason = "Ready" if ready else "Progressing"
+        reason = reasons.COMPONENT_READY if ready else reasons.PODS_PROGRESSING
         message = ""
         if component == "Accounting" and db_problem:
-            ready, reason, message = False, "DatabaseUnavailable", db_problem
+            ready, reason, message = False, reasons.DATABASE_UNAVAILABLE, db_problem
         conds.append(conditions.condition(f"{component}Ready", ready, reason, message))
     for kind, message in problems:
-        conds.append(conditions.condition("Degraded", True, f"{kind}ApplyFailed", message))
+        conds.append(
+            conditions.condition("Degraded", True, reasons.APPLY_FAILED, message, prefix=kind)
+        )
     all_ready = all(c["status"] == "True" for c in conds if c["type"].endswith("Ready"))
     conds.insert(
         0,
         conditions.condition(
             "Ready",
             all_ready and not problems,
-            "AllComponentsReady" if all_ready else "Progressing",
+            reasons.ALL_COMPONENTS_READY if all_ready else reasons.PODS_PROGRESSING,
         ),
     )
     if db_problem:
-        await emit_on_change(kube, body, "DatabaseUnavailable", db_problem)
+        await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, db_problem)
     return await _write_status(kube, body, conds, rendered.config_hash)
 
 

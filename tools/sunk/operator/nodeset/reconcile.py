@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names
 from sunk.operator.cluster.objects import image_ref
@@ -95,7 +96,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
             kube,
             body,
             {},
-            [conditions.condition("Ready", False, "InvalidSpec", str(exc).splitlines()[0])],
+            [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
         )
     nodeset = NodeSetInput(name, spec)
     cluster_obj = await _find_cluster(kube, ns, spec.clusterName)
@@ -108,7 +109,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
                 conditions.condition(
                     "Ready",
                     False,
-                    "ClusterNotFound",
+                    reasons.CLUSTER_NOT_FOUND,
                     f"no SlurmCluster with clusterName {spec.clusterName!r} in {ns}",
                 )
             ],
@@ -141,12 +142,12 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     try:
         result = plan(nodeset, body, ctx, nodes, pods, live)
     except SizingError as exc:
-        await emit_on_change(kube, body, "ConfigInvalid", str(exc))
+        await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
             kube,
             body,
             body.get("status") or {},
-            [conditions.condition("Ready", False, "ConfigInvalid", str(exc))],
+            [conditions.condition("Ready", False, reasons.CONFIG_INVALID, str(exc))],
         )
     by_name = {n["metadata"]["name"]: n for n in nodes}
 
@@ -186,18 +187,20 @@ def _conditions(result: Plan) -> list[dict[str, Any]]:
         conditions.condition(
             "Ready",
             ready,
-            "AllPodsReady" if ready else "Progressing",
+            reasons.ALL_PODS_READY if ready else reasons.PODS_PROGRESSING,
             f"{status['numberReady']}/{status['desiredNumberScheduled']} ready, "
             f"{status['numberFeasible']} feasible Nodes",
         )
     ]
     if result.conflicts:
         detail = "; ".join(f"{n}: {why}" for n, why in sorted(result.conflicts.items()))
-        conds.append(conditions.condition("NodeConflict", True, "NodeConflict", detail))
+        conds.append(conditions.condition("NodeConflict", True, reasons.NODE_CONFLICT, detail))
     else:
-        conds.append(conditions.condition("NodeConflict", False, "NoConflict"))
+        conds.append(conditions.condition("NodeConflict", False, reasons.NO_CONFLICT))
     if result.rolling:
-        conds.append(conditions.condition("RollingUpdate", True, "TemplateChanged", ROLLING_NOTE))
+        conds.append(
+            conditions.condition("RollingUpdate", True, reasons.TEMPLATE_CHANGED, ROLLING_NOTE)
+        )
     return conds
 
 
@@ -223,5 +226,5 @@ async def _write_status(
     if new_conflict.get("status") == "True" and new_conflict.get("message") != old_conflict.get(
         "message"
     ):
-        await emit(kube, body, "NodeConflict", new_conflict["message"])
+        await emit(kube, body, reasons.NODE_CONFLICT.name, new_conflict["message"])
     return status

@@ -1,0 +1,140 @@
+"""Every status-condition reason the operator writes, with what it means for health.
+
+The one place a reason is declared. The operator builds its conditions from these objects
+(``sunk.operator.conditions.condition`` refuses anything else), and the Argo CD health checks
+(``sunk.argocd.healthchecks``) are generated from this table, so a reason cannot reach a
+SlurmCluster or NodeSet status without a health meaning.
+
+Health meanings:
+  Degraded     a human must act: invalid spec, impossible sizing, missing key or database,
+               a conflict, a write the API server refused.
+  Progressing  it resolves by itself: waiting for a cluster, Pods starting, a rollout.
+  Healthy      the condition is in its good state (its status alone says nothing is wrong).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Health(StrEnum):
+    HEALTHY = "Healthy"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+
+
+NODESET = "NodeSet"
+SLURMCLUSTER = "SlurmCluster"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """A condition reason. A ``family`` reason is a suffix: the operator writes
+    ``<prefix><name>`` (``StatefulSetApplyFailed``), and health matches on the suffix."""
+
+    name: str
+    health: Health
+    kinds: tuple[str, ...]
+    meaning: str
+    family: bool = False
+
+    def text(self, prefix: str = "") -> str:
+        """The reason as written into a condition."""
+        if prefix and not self.family:
+            raise ValueError(f"reason {self.name} is not a family; it takes no prefix")
+        if self.family and not prefix:
+            raise ValueError(f"reason family {self.name} needs a prefix")
+        return prefix + self.name
+
+
+_BOTH = (NODESET, SLURMCLUSTER)
+
+# Spec and configuration
+INVALID_SPEC = Reason(
+    "InvalidSpec", Health.DEGRADED, _BOTH, "the spec does not validate against the typed model"
+)
+CONFIG_INVALID = Reason(
+    "ConfigInvalid",
+    Health.DEGRADED,
+    _BOTH,
+    "the Slurm configuration cannot be rendered, e.g. impossible NodeSet sizing",
+)
+# NodeSet
+CLUSTER_NOT_FOUND = Reason(
+    "ClusterNotFound",
+    Health.PROGRESSING,
+    (NODESET,),
+    "no SlurmCluster with the NodeSet's clusterName yet (Argo CD may apply it later)",
+)
+PODS_PROGRESSING = Reason(
+    "Progressing",
+    Health.PROGRESSING,
+    _BOTH,
+    "Pods or workloads are starting or being replaced",
+)
+ALL_PODS_READY = Reason(
+    "AllPodsReady", Health.HEALTHY, (NODESET,), "every Pod on a feasible Node is ready"
+)
+NODE_CONFLICT = Reason(
+    "NodeConflict",
+    Health.DEGRADED,
+    (NODESET,),
+    "a Node this NodeSet selects is used by another NodeSet, or two Nodes map to one Pod name",
+)
+NO_CONFLICT = Reason("NoConflict", Health.HEALTHY, (NODESET,), "no Node conflicts")
+TEMPLATE_CHANGED = Reason(
+    "TemplateChanged",
+    Health.PROGRESSING,
+    (NODESET,),
+    "a rolling update replaces Pods that run an older template",
+)
+# SlurmCluster
+COMPONENT_READY = Reason(
+    "Ready", Health.HEALTHY, (SLURMCLUSTER,), "a component's workloads are ready"
+)
+ALL_COMPONENTS_READY = Reason(
+    "AllComponentsReady", Health.HEALTHY, (SLURMCLUSTER,), "every component is ready"
+)
+DATABASE_UNAVAILABLE = Reason(
+    "DatabaseUnavailable",
+    Health.DEGRADED,
+    (SLURMCLUSTER,),
+    "the accounting database password Secret or key is missing, or MOCO is not installed",
+)
+APPLY_FAILED = Reason(
+    "ApplyFailed",
+    Health.DEGRADED,
+    (SLURMCLUSTER,),
+    "the API server refused an object the operator applies (<Kind>ApplyFailed)",
+    family=True,
+)
+
+REASONS: tuple[Reason, ...] = (
+    INVALID_SPEC,
+    CONFIG_INVALID,
+    CLUSTER_NOT_FOUND,
+    PODS_PROGRESSING,
+    ALL_PODS_READY,
+    NODE_CONFLICT,
+    NO_CONFLICT,
+    TEMPLATE_CHANGED,
+    COMPONENT_READY,
+    ALL_COMPONENTS_READY,
+    DATABASE_UNAVAILABLE,
+    APPLY_FAILED,
+)
+
+
+def reasons_for(kind: str) -> tuple[Reason, ...]:
+    return tuple(r for r in REASONS if kind in r.kinds)
+
+
+def health_of(kind: str, reason: str) -> Health | None:
+    """The declared health of a reason as written on a ``kind``; None when undeclared."""
+    for declared in reasons_for(kind):
+        if declared.family and reason.endswith(declared.name) and reason != declared.name:
+            return declared.health
+        if not declared.family and reason == declared.name:
+            return declared.health
+    return None
