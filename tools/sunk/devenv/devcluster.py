@@ -9,6 +9,7 @@ removes every process, mount, cgroup and network namespace the cluster made.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,8 @@ def down(workdir: Path) -> None:
     errors = stop_from_state(workdir)
     if errors:
         raise NodeClusterError("teardown left things behind: " + "; ".join(errors))
+    # the images unpacked on each node take a few GiB
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def status(workdir: Path) -> str:
