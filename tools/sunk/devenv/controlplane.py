@@ -428,8 +428,8 @@ class ControlPlane:
     ``netns`` (real nodes, ``sunk.devenv.nodes``): run every component inside that network
     namespace, the API server listening on all of its addresses and advertising ``advertise``
     (the address kubelets and Pods reach it at). Each component port is forwarded to the same
-    port on this namespace's 127.0.0.1 (socat through a unix socket), so clients here use the
-    control plane exactly as in the default mode.
+    port on this namespace's 127.0.0.1 (socat through a unix socket in ``socket_dir``), so
+    clients here use the control plane exactly as in the default mode.
     """
 
     def __init__(
@@ -441,11 +441,13 @@ class ControlPlane:
         stop_timeout: float = 10.0,
         netns: str | None = None,
         advertise: str | None = None,
+        socket_dir: Path | None = None,
     ) -> None:
         if (netns is None) != (advertise is None):
             raise ValueError("netns and advertise go together")
         self.netns = netns
         self.advertise = advertise
+        self._socket_dir = socket_dir
         self.bin_dir = Path(bin_dir) if bin_dir else default_bin_dir()
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -660,8 +662,8 @@ class ControlPlane:
         """Start ``name``; in a netns, also forward its ``port`` to this namespace's loopback."""
         self._popen(name, [str(self.bin_dir / name), *args], netns=self.netns)
         if self.netns and port:
-            sock = self._dir / "forward" / f"{port}.sock"
-            sock.parent.mkdir(exist_ok=True)
+            sock = (self._socket_dir or self._dir / "forward") / f"{port}.sock"
+            sock.parent.mkdir(parents=True, exist_ok=True)
             self._popen(
                 f"forward-{port}-in",
                 ["socat", f"UNIX-LISTEN:{sock},fork,unlink-early", f"TCP:127.0.0.1:{port}"],

@@ -142,11 +142,12 @@ class Node:
     netns: str
     dir: Path
     cgroup_root: str
+    socket_dir: Path  # short: a unix socket path may not exceed 108 bytes
     procs: list[_Proc] = field(default_factory=list)
 
     @property
     def containerd_socket(self) -> Path:
-        return self.dir / "containerd" / "containerd.sock"
+        return self.socket_dir / "containerd.sock"
 
     @property
     def runc_root(self) -> Path:
@@ -273,7 +274,11 @@ class NodeCluster:
         _sysctl(ns, "net.ipv4.ip_forward", "1")
         self.log("control plane: etcd, kube-apiserver, controller-manager, scheduler")
         self.control_plane = ControlPlane(
-            self._dir / "cp", bin_dir=self.bin_dir, netns=ns, advertise=HUB_ADDR
+            self._dir / "cp",
+            bin_dir=self.bin_dir,
+            netns=ns,
+            advertise=HUB_ADDR,
+            socket_dir=run_dir(self.run_id) / "cp",
         )
         self.control_plane.start()
         self._write_state()
@@ -333,6 +338,7 @@ class NodeCluster:
             netns=f"sunk-{self.run_id}-{index}",
             dir=self._dir / name,
             cgroup_root=f"/sunk-{self.run_id}-{name}",
+            socket_dir=run_dir(self.run_id) / name,
         )
 
     def _prepare_node(self, index: int) -> None:
@@ -341,6 +347,7 @@ class NodeCluster:
         name = node.name
         self.nodes.append(node)
         node.dir.mkdir(parents=True, exist_ok=True)
+        node.socket_dir.mkdir(parents=True, exist_ok=True)
         (node.dir / "logs").mkdir(exist_ok=True)
         self.log(f"{name}: network {node.addr}, Pods {node.pod_cidr}")
         self._node_network(node)
@@ -704,9 +711,15 @@ class NodeCluster:
         """Processes, mounts, namespaces and cgroups of this cluster still present."""
         found: list[str] = []
         root = str(self.workdir) if self.workdir else None
+        sockets = str(run_dir(self.run_id))
+        found += [
+            f"process {pid}: {_cmdline(pid)[:120]}"
+            for pid in _pids()
+            if pid != os.getpid() and any(m and m in _cmdline(pid) for m in (root, sockets))
+        ]
+        if Path(sockets).exists():
+            found.append(f"directory {sockets}")
         if root:
-            found += [f"process {pid}: {_cmdline(pid)[:120]}" for pid in _pids()
-                      if root in _cmdline(pid) and pid != os.getpid()]  # fmt: skip
             found += [f"mount {m}" for m in _mounts_below(Path(root))]
         found += [f"netns {n}" for n in _netns_names() if n.startswith(f"sunk-{self.run_id}-")]
         for node in self.nodes:
@@ -876,7 +889,9 @@ def teardown(workdir: Path, run_id: str) -> list[str]:
     (their command lines name the work dir), containers (each node's runc root), mounts below
     the work dir, the cgroup roots and the network namespaces. Returns what could not be
     removed."""
+    sockets = run_dir(run_id)
     _kill_matching(str(workdir))
+    _kill_matching(str(sockets))  # shims and port forwards name only their sockets
     for runc_root in workdir.glob("node-*/runc/*"):
         runc = default_bin_dir() / "runc"
         with contextlib.suppress(NodeClusterError):
@@ -896,7 +911,13 @@ def teardown(workdir: Path, run_id: str) -> list[str]:
         if ns.startswith(prefix):
             with contextlib.suppress(NodeClusterError):
                 _run(["ip", "netns", "delete", ns])
+    shutil.rmtree(sockets, ignore_errors=True)
     return errors
+
+
+def run_dir(run_id: str) -> Path:
+    """Sockets of one cluster run (a short path: unix sockets allow 108 bytes)."""
+    return Path("/run") / f"sunk-{run_id}"
 
 
 def stop_from_state(workdir: Path) -> list[str]:
