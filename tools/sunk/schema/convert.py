@@ -50,6 +50,7 @@ class _Converter:
             return self._annotate(self._int_or_string(), node)
         if "anyOf" in node:
             return self._union(node)
+        node = _key_pattern_map(node)
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key in _DROP or key.startswith("x-"):
@@ -60,6 +61,8 @@ class _Converter:
                 out[key] = self.node(value)
             elif key == "additionalProperties":
                 out[key] = self._additional(value, node)
+            elif key == "propertyNames" and self.dialect == "crd":
+                continue  # not structural: a CEL rule below says the same
             elif key == "default" and (self.dialect == "crd" or value is None):
                 continue
             elif key == "description":
@@ -68,6 +71,7 @@ class _Converter:
                 out[key] = value
         if self.dialect == "crd":
             self._crd_object(out, node)
+            out = self._key_rules(out, node)
         return self._extensions(out, node)
 
     # -- pieces ---------------------------------------------------------------------------
@@ -137,6 +141,14 @@ class _Converter:
             types = {s.get("type") for s in non_null}
             if types <= {"integer", "string"}:
                 inner = self._annotate({"x-kubernetes-int-or-string": True}, rest)
+                # No pattern inside an int-or-string: CEL checks the text form instead.
+                rules = [_text_rule(s) for s in non_null if s.get("type") == "string"]
+                rules = [r for r in rules if r]
+                if rules:
+                    inner["x-kubernetes-validations"] = [
+                        *inner.get("x-kubernetes-validations", []),
+                        *rules,
+                    ]
             else:
                 inner = self._annotate({"x-kubernetes-preserve-unknown-fields": True}, rest)
         else:
@@ -173,3 +185,59 @@ class _Converter:
         elif ("properties" in out and extra is not None) or extra is True:
             del out["additionalProperties"]
             out["x-kubernetes-preserve-unknown-fields"] = True
+
+    def _key_rules(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+        """A map whose keys have a pattern (propertyNames): the same check as a CEL rule.
+        CEL cannot see the unknown fields of an object with properties, so only pure maps."""
+        names = node.get("propertyNames")
+        if not isinstance(names, dict) or "properties" in node:
+            return out
+        checks = []
+        if "pattern" in names:
+            checks.append(f"k.matches({_cel_text(names['pattern'])})")
+        if "maxLength" in names:
+            checks.append(f"size(k) <= {int(names['maxLength'])}")
+        if checks:
+            out.setdefault("x-kubernetes-validations", []).append(
+                {
+                    "rule": f"self.all(k, {' && '.join(checks)})",
+                    "message": f"every key must match {names.get('pattern', 'the key rules')}",
+                }
+            )
+        return out
+
+
+def _key_pattern_map(node: dict[str, Any]) -> dict[str, Any]:
+    """pydantic writes ``dict[Annotated[str, pattern], V]`` as patternProperties, which lets
+    other keys through and is not structural: make it propertyNames + additionalProperties."""
+    patterns = node.get("patternProperties")
+    if not isinstance(patterns, dict) or len(patterns) != 1 or "properties" in node:
+        return node
+    node = dict(node)
+    ((pattern, value),) = node.pop("patternProperties").items()
+    node["propertyNames"] = {**node.get("propertyNames", {}), "pattern": pattern}
+    node["additionalProperties"] = value
+    return node
+
+
+def _cel_text(text: str) -> str:
+    """A CEL raw string literal (the regex reaches RE2 unchanged)."""
+    if "'" not in text:
+        return f"r'{text}'"
+    if '"' not in text:
+        return f'r"{text}"'
+    raise ValueError(f"pattern {text!r} holds both quote characters; CEL cannot carry it raw")
+
+
+def _text_rule(schema: dict[str, Any]) -> dict[str, str] | None:
+    checks = []
+    if "pattern" in schema:
+        checks.append(f"self.matches({_cel_text(schema['pattern'])})")
+    if "maxLength" in schema:
+        checks.append(f"size(self) <= {int(schema['maxLength'])}")
+    if not checks:
+        return None
+    return {
+        "rule": f"type(self) != string || ({' && '.join(checks)})",
+        "message": f"text must match {schema.get('pattern', 'the length limit')}",
+    }

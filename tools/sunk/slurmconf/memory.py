@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from sunk.models.base import SLURM_CPUS_MAX
 from sunk.models.quantity import parse_quantity, to_mebibytes
 from sunk.slurmconf.inputs import NodeSetInput
 
@@ -36,7 +37,13 @@ def cpus(nodeset: NodeSetInput) -> int | None:
     raw = limits.get("cpu", requests.get("cpu"))
     if raw is None:
         return None
-    return max(1, math.floor(parse_quantity(raw)))
+    count = max(1, math.floor(parse_quantity(raw)))
+    if count > SLURM_CPUS_MAX:
+        raise SizingError(
+            f"NodeSet {nodeset.name}: {count} CPUs exceed Slurm's limit of {SLURM_CPUS_MAX} "
+            "per node; lower the slurmd container's CPU limit"
+        )
+    return count
 
 
 def real_memory_mib(nodeset: NodeSetInput, reserved_default: str | int | float) -> int | None:
