@@ -11,7 +11,7 @@ from sunk.slurmconf.format import (
     split_list,
 )
 from sunk.slurmconf.gres import gres_types
-from sunk.slurmconf.guard import UnsafeConfigError, check_key, find_key, owned
+from sunk.slurmconf.guard import UnsafeConfigError, check_key, check_value, find_key, owned
 from sunk.slurmconf.inputs import (
     JWT_KEY,
     SLURMD_SPOOL,
@@ -197,6 +197,7 @@ def partition_lines(inputs: ClusterInputs, warnings: list[str]) -> list[str]:
             members, nodes = list(by_name.values()), "ALL"
         else:
             nodes = ",".join(part.nodeSets)
+        check_value(nodes, FILE, f"{where}.nodeSets", words=True)  # names, never quoted
         mems = [m for m in (def_mem_per_cpu(ns, reserved) for ns in members) if m]
         config: dict[str, object] = {
             "PartitionName": part.name,
