@@ -13,7 +13,15 @@ from typing import Any
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
-from sunk.models.base import CONF_KEY, CONF_VALUE, CONF_WORD, FEATURE, FEATURE_PREFIX, HOST
+from sunk.models.base import (
+    CONF_KEY,
+    CONF_VALUE,
+    CONF_WORD,
+    FEATURE,
+    FEATURE_PREFIX,
+    HOST,
+    QUANTITY_PATTERN,
+)
 from sunk.validate.coalesce import Coalesced
 from sunk.validate.errors import ToolError
 from sunk.validate.findings import SCHEMA, Finding, Severity
@@ -36,6 +44,8 @@ _PATTERN_WORDS = {
     "^[0-9]+%$": "a percentage such as `10%`",
     "^sha256:[a-f0-9]{64}$": "a digest `sha256:<64 hex digits>`",
     "^[A-Za-z0-9_.-]+$": "a name of letters, digits, '_', '.' and '-'",
+    QUANTITY_PATTERN: "a Kubernetes quantity such as 500m, 4Gi or 8 (at most 30 digits, a "
+    "two-digit exponent)",
     CONF_KEY: "a Slurm key (letters, digits and '_', starting with a letter; no space or '=')",
     CONF_VALUE: "a safe Slurm value: no line break (CR/LF), '#', '\"', '\\' or other control "
     "character, which would change the structure of the Slurm file",
