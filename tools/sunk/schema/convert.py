@@ -71,7 +71,6 @@ class _Converter:
                 out[key] = value
         if self.dialect == "crd":
             self._crd_object(out, node)
-            out = self._key_rules(out, node)
         return self._extensions(out, node)
 
     # -- pieces ---------------------------------------------------------------------------
@@ -140,15 +139,10 @@ class _Converter:
             # A free scalar-or-list value (slurm.conf passthrough) or int-or-string.
             types = {s.get("type") for s in non_null}
             if types <= {"integer", "string"}:
+                # No pattern inside an int-or-string, and a CEL rule over map keys or
+                # int-or-string text exceeds the API server's cost budget (unbounded keys):
+                # such values are refused by the operator's renderer (sunk.slurmconf.guard).
                 inner = self._annotate({"x-kubernetes-int-or-string": True}, rest)
-                # No pattern inside an int-or-string: CEL checks the text form instead.
-                rules = [_text_rule(s) for s in non_null if s.get("type") == "string"]
-                rules = [r for r in rules if r]
-                if rules:
-                    inner["x-kubernetes-validations"] = [
-                        *inner.get("x-kubernetes-validations", []),
-                        *rules,
-                    ]
             else:
                 inner = self._annotate({"x-kubernetes-preserve-unknown-fields": True}, rest)
         else:
@@ -186,26 +180,6 @@ class _Converter:
             del out["additionalProperties"]
             out["x-kubernetes-preserve-unknown-fields"] = True
 
-    def _key_rules(self, out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-        """A map whose keys have a pattern (propertyNames): the same check as a CEL rule.
-        CEL cannot see the unknown fields of an object with properties, so only pure maps."""
-        names = node.get("propertyNames")
-        if not isinstance(names, dict) or "properties" in node:
-            return out
-        checks = []
-        if "pattern" in names:
-            checks.append(f"k.matches({_cel_text(names['pattern'])})")
-        if "maxLength" in names:
-            checks.append(f"size(k) <= {int(names['maxLength'])}")
-        if checks:
-            out.setdefault("x-kubernetes-validations", []).append(
-                {
-                    "rule": f"self.all(k, {' && '.join(checks)})",
-                    "message": f"every key must match {names.get('pattern', 'the key rules')}",
-                }
-            )
-        return out
-
 
 def _key_pattern_map(node: dict[str, Any]) -> dict[str, Any]:
     """pydantic writes ``dict[Annotated[str, pattern], V]`` as patternProperties, which lets
@@ -218,26 +192,3 @@ def _key_pattern_map(node: dict[str, Any]) -> dict[str, Any]:
     node["propertyNames"] = {**node.get("propertyNames", {}), "pattern": pattern}
     node["additionalProperties"] = value
     return node
-
-
-def _cel_text(text: str) -> str:
-    """A CEL raw string literal (the regex reaches RE2 unchanged)."""
-    if "'" not in text:
-        return f"r'{text}'"
-    if '"' not in text:
-        return f'r"{text}"'
-    raise ValueError(f"pattern {text!r} holds both quote characters; CEL cannot carry it raw")
-
-
-def _text_rule(schema: dict[str, Any]) -> dict[str, str] | None:
-    checks = []
-    if "pattern" in schema:
-        checks.append(f"self.matches({_cel_text(schema['pattern'])})")
-    if "maxLength" in schema:
-        checks.append(f"size(self) <= {int(schema['maxLength'])}")
-    if not checks:
-        return None
-    return {
-        "rule": f"type(self) != string || ({' && '.join(checks)})",
-        "message": f"text must match {schema.get('pattern', 'the length limit')}",
-    }
