@@ -25,15 +25,26 @@ def open_object(description: str, **kwargs: Any) -> Any:
 
 
 # A Kubernetes resource quantity ("500m", "4Gi", 8). RE2-safe pattern.
-QUANTITY_PATTERN = r"^[+]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+|[mkMGTPE]|[KMGTPE]i)?$"
+# Bounded: at most 30 digits and a two-digit exponent (the magnitude itself is checked by
+# sunk.models.quantity: at most 2^63-1, as Kubernetes stores it).
+QUANTITY_PATTERN = (
+    r"^[+]?([0-9]{1,30}([.][0-9]{0,30})?|[.][0-9]{1,30})([eE][-+]?[0-9]{1,2}|[mkMGTPE]|[KMGTPE]i)?$"
+)
+# Counts as Kubernetes and Slurm store them.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+SLURM_CPUS_MAX = 65535  # Slurm keeps a node's CPU count in 16 bits
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
 
 
 def _check_quantity(value: str | int | float) -> str | int | float:
+    from sunk.models.quantity import parse_quantity  # (quantity imports nothing of ours)
+
     if isinstance(value, str) and not _QUANTITY_RE.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 500m, 4Gi, 8)")
     if not isinstance(value, str) and value < 0:
         raise ValueError(f"{value!r} is negative")
+    parse_quantity(value)  # bounded: raises QuantityError (a ValueError) when out of range
     return value
 
 
@@ -45,3 +56,24 @@ Quantity = Annotated[
 
 # DNS-1123 label: Kubernetes object names we derive from node group names.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+# Text that reaches a Slurm daemon's configuration: the patterns of the one guard
+# (sunk.slurmconf.guard), so the values schema and the CRDs refuse what the renderer refuses.
+CONF_KEY = r"^[A-Za-z][A-Za-z0-9_]*$"
+CONF_VALUE = r'^[^\x00-\x1f\x7f#"\\]*$'
+CONF_WORD = r'^[^\x00-\x20\x7f#"\\]+$'
+FEATURE = r"^[A-Za-z0-9_.:+-]+$"
+FEATURE_PREFIX = r"^[A-Za-z0-9_.:+-]*$"
+SLURM_NAME = r"^[A-Za-z0-9_.-]+$"
+HOST = r"^[A-Za-z0-9_.:\[\]-]+$"
+MAX_CONF_VALUE = 4096
+
+ConfKey = Annotated[str, Field(pattern=CONF_KEY, max_length=128)]
+ConfText = Annotated[str, Field(pattern=CONF_VALUE, max_length=MAX_CONF_VALUE)]
+ConfWord = Annotated[str, Field(pattern=CONF_WORD, max_length=MAX_CONF_VALUE)]
+Feature = Annotated[str, Field(pattern=FEATURE, max_length=256)]
+FeaturePrefix = Annotated[str, Field(pattern=FEATURE_PREFIX, max_length=256)]
+SlurmName = Annotated[str, Field(pattern=SLURM_NAME, max_length=256)]
+# A slurm.conf-style value: text, a number, a boolean (yes/no) or a list (comma-joined).
+ScalarOrList = ConfText | int | float | bool | list[ConfText | int | float]

@@ -10,7 +10,18 @@ from typing import Any
 
 from pydantic import Field
 
-from sunk.models.base import DNS_LABEL, Quantity, Strict, open_object
+from sunk.models.base import (
+    DNS_LABEL,
+    INT32_MAX,
+    SLURM_CPUS_MAX,
+    ConfKey,
+    ConfText,
+    Feature,
+    FeaturePrefix,
+    Quantity,
+    Strict,
+    open_object,
+)
 from sunk.models.k8s import Image
 from sunk.models.values import (
     Accounting,
@@ -61,7 +72,11 @@ class SlurmClusterCompute(ClusterCompute):
             ],
         },
     )
-    rawPartitions: str = Field(default="", description="Raw slurm.conf partition lines.")
+    rawPartitions: str = Field(
+        default="",
+        description="Raw slurm.conf partition lines: free text written as is (`sunkctl "
+        "validate` flags keys the operator owns in it).",
+    )
 
 
 class Scripts(Strict):
@@ -113,8 +128,8 @@ class SlurmClusterStatus(Strict):
 
 
 class NodeSetFeatures(Strict):
-    staticFeatures: list[str] = Field(default_factory=list, description="Features always set.")
-    dynamicFeatures: dict[str, dict[str, str]] = Field(
+    staticFeatures: list[Feature] = Field(default_factory=list, description="Features always set.")
+    dynamicFeatures: dict[str, dict[str, FeaturePrefix]] = Field(
         default_factory=dict, description="Node label → `{prefix}`; the value becomes a feature."
     )
 
@@ -137,7 +152,10 @@ class NodeSetSpec(Strict):
         json_schema_extra={"x-immutable": True},
     )
     replicas: int | None = Field(
-        default=None, ge=0, description="Desired pods; unset means every feasible Node."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Desired pods; unset means every feasible Node.",
     )
     podNamePrefix: str | None = Field(
         default=None,
@@ -153,13 +171,15 @@ class NodeSetSpec(Strict):
     gresGpu: str | None = Field(
         default=None, pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$", description="GPU GRES `type:count`."
     )
-    skuCpu: int | None = Field(default=None, ge=1, description="CPUs Slurm schedules.")
+    skuCpu: int | None = Field(
+        default=None, ge=1, le=SLURM_CPUS_MAX, description="CPUs Slurm schedules."
+    )
     reservedMemory: Quantity | None = Field(
         default=None, description="Memory kept from Slurm (cluster default)."
     )
     features: NodeSetFeatures = Field(default_factory=NodeSetFeatures, description="Features.")
-    partitionConfig: dict[str, str | int] = Field(
-        default_factory=dict, description="Keys of the group's partition."
+    partitionConfig: dict[ConfKey, ConfText | int] = Field(
+        default_factory=dict, max_length=256, description="Keys of the group's partition."
     )
     s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services.")
     image: Image | None = Field(default=None, description="Informational: the slurmd image.")

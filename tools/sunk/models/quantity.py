@@ -22,6 +22,9 @@ _SUFFIX = {
     "Ei": Decimal(2) ** 60,
 }
 _RE = re.compile(r"^([+]?(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+))([eE][-+]?[0-9]+)?([a-zA-Z]*)$")
+# Kubernetes stores a quantity in an int64: nothing larger is a real amount of memory or CPU.
+MAX_QUANTITY = Decimal(2**63 - 1)
+MAX_TEXT = 64  # characters of a quantity written as text
 
 
 class QuantityError(ValueError):
@@ -33,17 +36,29 @@ def parse_quantity(value: str | int | float) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _bounded(Decimal(str(value)), value)
+    if len(str(value)) > MAX_TEXT:
+        raise QuantityError(f"{str(value)[:20]!r}…: a quantity longer than {MAX_TEXT} characters")
     match = _RE.match(str(value).strip())
     if not match or match.group(3) not in _SUFFIX:
         raise QuantityError(f"{value!r} is not a Kubernetes quantity (e.g. 500m, 4Gi, 8)")
     number, exponent, suffix = match.groups()
+    if exponent and (len(exponent) > 4 or abs(int(exponent[1:])) > 30):
+        raise QuantityError(f"{value!r} is out of range (at most {MAX_QUANTITY})")
     try:
         result = Decimal(number) * _SUFFIX[suffix]
         if exponent:
             result *= Decimal(10) ** int(exponent[1:])
-    except InvalidOperation as exc:
+    except (InvalidOperation, ArithmeticError) as exc:
         raise QuantityError(f"{value!r} is not a Kubernetes quantity") from exc
+    return _bounded(result, value)
+
+
+def _bounded(result: Decimal, value: object) -> Decimal:
+    if not result.is_finite() or abs(result) > MAX_QUANTITY:
+        raise QuantityError(
+            f"{value!r} is out of range (at most {MAX_QUANTITY}, Kubernetes' int64)"
+        )
     return result
 
 

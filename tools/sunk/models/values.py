@@ -6,12 +6,31 @@ chart's values.yaml, values.schema.json and README table.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from sunk import __version__
-from sunk.models.base import DNS_LABEL, Quantity, Strict, open_object
+from sunk.models.base import (
+    CONF_KEY,
+    CONF_WORD,
+    DNS_LABEL,
+    HOST,
+    INT32_MAX,
+    INT64_MAX,
+    SLURM_CPUS_MAX,
+    ConfKey,
+    ConfText,
+    ConfWord,
+    Feature,
+    FeaturePrefix,
+    Quantity,
+    ScalarOrList,
+    SlurmName,
+    Strict,
+    open_object,
+)
 from sunk.models.k8s import LOCK_TOLERATION, Image, PersistentStorage, Resources, Toleration
 from sunk.models.stock import STOCK_DEFINITIONS
 
@@ -23,9 +42,6 @@ IMAGE_PREFIX = "opensunk"
 def image(name: str) -> Image:
     """Our own images, as built by `make images` (see images/)."""
     return Image(repository=f"{IMAGE_PREFIX}/{name}", tag=IMAGE_TAG)
-
-
-ScalarOrList = str | int | float | bool | list[str | int | float]
 
 
 # --------------------------------------------------------------------------- shared shapes
@@ -51,7 +67,7 @@ class PodOptions(Strict):
         "Container security context (raw Kubernetes SecurityContext).", default=None
     )
     terminationGracePeriodSeconds: int | None = Field(
-        default=None, ge=0, description="Grace period before the pod is killed."
+        default=None, ge=0, le=INT64_MAX, description="Grace period before the pod is killed."
     )
     annotations: dict[str, str] | None = Field(default=None, description="Extra pod annotations.")
     labels: dict[str, str] | None = Field(default=None, description="Extra pod labels.")
@@ -63,8 +79,12 @@ class PodOptions(Strict):
 class S6Service(Strict):
     type: Literal["oneshot", "longrun"] = Field(description="s6-rc service type.")
     script: str = Field(description="The service script (run for longrun, up for oneshot).")
-    timeoutUp: int | None = Field(default=None, ge=0, description="Start timeout in ms.")
-    timeoutDown: int | None = Field(default=None, ge=0, description="Stop timeout in ms.")
+    timeoutUp: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, description="Start timeout in ms."
+    )
+    timeoutDown: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, description="Stop timeout in ms."
+    )
 
 
 # --------------------------------------------------------------------------- control plane
@@ -96,9 +116,13 @@ class ExternalDatabase(Strict):
     enabled: bool = Field(
         default=False, description="Use an external MySQL/MariaDB server (same as type external)."
     )
-    host: str | None = Field(default=None, description="Database host name.")
+    host: str | None = Field(
+        default=None, description="Database host name.", pattern=HOST, max_length=253
+    )
     port: int = Field(default=3306, ge=1, le=65535, description="Database port.")
-    user: str = Field(default="slurm", description="Database user.")
+    user: str = Field(
+        default="slurm", description="Database user.", pattern=CONF_WORD, max_length=80
+    )
     passwordSecret: SecretRef | None = Field(
         default=None, description="Secret holding the database password."
     )
@@ -117,7 +141,9 @@ class MariaDB(Strict):
 
 
 class Moco(Strict):
-    replicas: int = Field(default=3, ge=1, description="MySQLCluster instances (odd number).")
+    replicas: int = Field(
+        default=3, ge=1, le=INT32_MAX, description="MySQLCluster instances (odd number)."
+    )
     image: Image = Field(
         default_factory=lambda: Image(repository="cybozu-go/moco/mysql", tag="8.4.4"),
         description="MOCO's mysqld image; put your registry in the repository or "
@@ -135,7 +161,12 @@ class Database(Strict):
         default="mariadb",
         description="Accounting database: embedded MariaDB, a MOCO MySQLCluster, or external.",
     )
-    name: str = Field(default="slurm_acct_db", description="Database name (StorageLoc).")
+    name: str = Field(
+        default="slurm_acct_db",
+        description="Database name (StorageLoc).",
+        pattern=CONF_WORD,
+        max_length=64,
+    )
     mariadb: MariaDB = Field(default_factory=MariaDB, description="Embedded MariaDB settings.")
     moco: Moco = Field(default_factory=Moco, description="MOCO MySQLCluster settings.")
 
@@ -163,14 +194,16 @@ class Accounting(PodOptions):
     external: ExternalDatabase = Field(
         default_factory=ExternalDatabase, description="External database connection (SUNK key)."
     )
-    config: dict[str, ScalarOrList] = Field(
-        default_factory=dict, description="slurmdbd.conf keys passed through (e.g. PurgeJobAfter)."
+    config: dict[ConfKey, ScalarOrList] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="slurmdbd.conf keys passed through (e.g. PurgeJobAfter).",
     )
 
 
 class Rest(PodOptions):
     enabled: bool = Field(default=True, description="Run slurmrestd.")
-    replicas: int = Field(default=1, ge=0, description="slurmrestd replicas.")
+    replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="slurmrestd replicas.")
     image: Image = Field(
         default_factory=lambda: image("controller"), description="slurmrestd image."
     )
@@ -192,7 +225,7 @@ class LoginService(Strict):
 
 class Login(PodOptions):
     enabled: bool = Field(default=True, description="Run login pods (sshd + Slurm clients).")
-    replicas: int = Field(default=1, ge=0, description="Login StatefulSet replicas.")
+    replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="Login StatefulSet replicas.")
     image: Image = Field(default_factory=lambda: image("login"), description="Login image.")
     service: LoginService = Field(default_factory=LoginService, description="Login Service.")
     sshKeyVolume: PersistentStorage | None = Field(
@@ -206,8 +239,8 @@ class Login(PodOptions):
 
 
 class Features(Strict):
-    static: list[str] = Field(default_factory=list, description="Slurm features always set.")
-    dynamic: dict[str, dict[str, str]] = Field(
+    static: list[Feature] = Field(default_factory=list, description="Slurm features always set.")
+    dynamic: dict[str, dict[str, FeaturePrefix]] = Field(
         default_factory=dict,
         description="Node label → `{prefix}`: the label's value becomes a Slurm feature.",
     )
@@ -222,7 +255,10 @@ class NodeGroup(PodOptions):
 
     enabled: bool | None = Field(default=None, description="Render this group (default true).")
     replicas: int | None = Field(
-        default=None, ge=0, description="Desired Slurm nodes (one pod per Kubernetes Node)."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Desired Slurm nodes (one pod per Kubernetes Node).",
     )
     definitions: list[str] | None = Field(
         default=None, description="Named definitions merged under this group, in order."
@@ -234,18 +270,21 @@ class NodeGroup(PodOptions):
         pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$",
     )
     skuCpu: int | None = Field(
-        default=None, ge=1, description="CPUs Slurm schedules; default: the pod's CPU limit."
+        default=None,
+        ge=1,
+        le=SLURM_CPUS_MAX,
+        description="CPUs Slurm schedules; default: the pod's CPU limit.",
     )
     features: Features | None = Field(default=None, description="Slurm node features.")
-    staticFeatures: list[str] | None = Field(
+    staticFeatures: list[Feature] | None = Field(
         default=None, description="SUNK 7.x spelling of `features.static`."
     )
     nodeSelector: dict[str, str] | None = Field(
         default=None,
         description="Discouraged: does not bind the pods; use required node affinity.",
     )
-    partitionConfig: dict[str, str | int] | None = Field(
-        default=None, description="Extra keys for this group's own partition line."
+    partitionConfig: dict[ConfKey, ConfText | int] | None = Field(
+        default=None, max_length=256, description="Extra keys for this group's own partition line."
     )
     s6: dict[str, S6Service] | None = Field(default=None, description="s6 services of the group.")
     volumes: list[dict[str, Any]] | None = open_object("Extra pod volumes (raw).", default=None)
@@ -262,12 +301,14 @@ class NodeGroup(PodOptions):
 
 class Partition(Strict):
     name: str = Field(description="Partition name.", pattern=r"^[A-Za-z0-9_.-]+$")
-    nodeSets: list[str] = Field(
+    nodeSets: list[SlurmName] = Field(
         min_length=1, description="Node groups in the partition (or `ALL`)."
     )
     default: bool = Field(default=False, description="The default partition (at most one).")
-    config: dict[str, str | int] = Field(
-        default_factory=dict, description="Extra partition keys, e.g. `{MaxTime: INFINITE}`."
+    config: dict[ConfKey, ConfText | int] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="Extra partition keys, e.g. `{MaxTime: INFINITE}`.",
     )
 
 
@@ -277,7 +318,7 @@ class Pyxis(Strict):
     )
     mountHome: bool = Field(default=True, description="Mount the user's home into containers.")
     remapRoot: bool = Field(default=True, description="Remap the user to root in containers.")
-    plugstackOptions: list[str] = Field(
+    plugstackOptions: list[ConfWord] = Field(
         default_factory=lambda: ["container_scope=job"], description="Pyxis plugstack options."
     )
     enrootConfig: dict[str, str] = Field(default_factory=dict, description="enroot.conf keys.")
@@ -337,12 +378,25 @@ class Compute(ClusterCompute):
 class SlurmConfig(Strict):
     """slurm.conf passthrough: any slurm.conf key (CamelCase) with a scalar or list value."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"propertyNames": {"pattern": CONF_KEY}}
+    )
     __pydantic_extra__: dict[str, ScalarOrList]
 
-    extraConfig: str = Field(default="", description="Text appended to slurm.conf.")
-    cgroupConfig: dict[str, ScalarOrList] = Field(
-        default_factory=dict, description="cgroup.conf keys passed through."
+    @model_validator(mode="after")
+    def _slurm_keys(self) -> SlurmConfig:
+        for key in self.model_extra or {}:
+            if not re.match(CONF_KEY, key):
+                raise ValueError(f"slurmConfig key {key!r} is not a Slurm key")
+        return self
+
+    extraConfig: str = Field(
+        default="",
+        description="Free text appended to slurm.conf as is (not checked by the renderer's "
+        "guard; `sunkctl validate` flags keys the operator owns in it).",
+    )
+    cgroupConfig: dict[ConfKey, ScalarOrList] = Field(
+        default_factory=dict, max_length=256, description="cgroup.conf keys passed through."
     )
 
 
@@ -389,7 +443,9 @@ class Scheduler(PodOptions):
     gpuTypes: dict[str, str] = Field(
         default_factory=dict, description="GPU product label → GRES type, e.g. NVIDIA_H100: h100."
     )
-    killWait: int = Field(default=30, ge=6, description="Seconds Slurm waits before SIGKILL.")
+    killWait: int = Field(
+        default=30, ge=6, le=65535, description="Seconds Slurm waits before SIGKILL."
+    )
 
 
 class Nsscache(PodOptions):
@@ -484,7 +540,9 @@ class MetricsScrape(Strict):
 
 class Operator(Strict):
     image: Image = Field(default_factory=lambda: image("operator"), description="Operator image.")
-    replicas: int = Field(default=2, ge=1, description="Replicas; one leads (leader election).")
+    replicas: int = Field(
+        default=2, ge=1, le=INT32_MAX, description="Replicas; one leads (leader election)."
+    )
     logLevel: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Log level."
     )

@@ -50,6 +50,7 @@ class _Converter:
             return self._annotate(self._int_or_string(), node)
         if "anyOf" in node:
             return self._union(node)
+        node = _key_pattern_map(node)
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key in _DROP or key.startswith("x-"):
@@ -60,6 +61,8 @@ class _Converter:
                 out[key] = self.node(value)
             elif key == "additionalProperties":
                 out[key] = self._additional(value, node)
+            elif key == "propertyNames" and self.dialect == "crd":
+                continue  # not structural: a CEL rule below says the same
             elif key == "default" and (self.dialect == "crd" or value is None):
                 continue
             elif key == "description":
@@ -136,6 +139,9 @@ class _Converter:
             # A free scalar-or-list value (slurm.conf passthrough) or int-or-string.
             types = {s.get("type") for s in non_null}
             if types <= {"integer", "string"}:
+                # No pattern inside an int-or-string, and a CEL rule over map keys or
+                # int-or-string text exceeds the API server's cost budget (unbounded keys):
+                # such values are refused by the operator's renderer (sunk.slurmconf.guard).
                 inner = self._annotate({"x-kubernetes-int-or-string": True}, rest)
             else:
                 inner = self._annotate({"x-kubernetes-preserve-unknown-fields": True}, rest)
@@ -173,3 +179,16 @@ class _Converter:
         elif ("properties" in out and extra is not None) or extra is True:
             del out["additionalProperties"]
             out["x-kubernetes-preserve-unknown-fields"] = True
+
+
+def _key_pattern_map(node: dict[str, Any]) -> dict[str, Any]:
+    """pydantic writes ``dict[Annotated[str, pattern], V]`` as patternProperties, which lets
+    other keys through and is not structural: make it propertyNames + additionalProperties."""
+    patterns = node.get("patternProperties")
+    if not isinstance(patterns, dict) or len(patterns) != 1 or "properties" in node:
+        return node
+    node = dict(node)
+    ((pattern, value),) = node.pop("patternProperties").items()
+    node["propertyNames"] = {**node.get("propertyNames", {}), "pattern": pattern}
+    node["additionalProperties"] = value
+    return node

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sunk.slurmconf.format import BANNER, key_lines
+from sunk.slurmconf.guard import find_key
 
 DEFAULTS: dict[str, object] = {
     "CgroupPlugin": "autodetect",
@@ -14,4 +15,7 @@ DEFAULTS: dict[str, object] = {
 
 
 def render_cgroup_conf(user: dict[str, object]) -> str:
-    return BANNER + "\n".join(key_lines({**DEFAULTS, **user})) + "\n"
+    settings = dict(DEFAULTS)
+    for key, value in user.items():
+        settings[find_key(settings, key) or key] = value  # Slurm reads keys in any case
+    return BANNER + "\n".join(key_lines(settings, "cgroup.conf", "slurmConfig.cgroupConfig")) + "\n"

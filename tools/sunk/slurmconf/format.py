@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from sunk.slurmconf.guard import check_key, check_value, quote
+
 # Keys whose values are comma-separated lists: the operator's entries and the user's are
 # merged (operator first, then the user's new ones) instead of the user's replacing them.
 LIST_KEYS = frozenset(
@@ -49,10 +51,28 @@ def merge_list(ours: Iterable[str], theirs: Iterable[str]) -> list[str]:
     return list(dict.fromkeys([*ours, *theirs]))
 
 
-def line(pairs: Mapping[str, object]) -> str:
-    """One config line: `A=1 B=2`, skipping unset values."""
-    return " ".join(f"{k}={value_text(v)}" for k, v in pairs.items() if v not in (None, ""))
+def _where(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
 
 
-def key_lines(settings: Mapping[str, object]) -> list[str]:
-    return [f"{k}={value_text(v)}" for k, v in settings.items() if v not in (None, "")]
+def pair(key: str, value: object, file: str, where: str, *, words: bool = False) -> str:
+    """`Key=Value` through the guard: a value with a space is quoted (or refused for
+    ``words``: text someone splits on whitespace)."""
+    check_key(key, file, where)
+    text = value_text(value)
+    text = check_value(text, file, where, words=True) if words else quote(text, file, where)
+    return f"{key}={text}"
+
+
+def line(pairs: Mapping[str, object], file: str, where: str = "", *, words: bool = False) -> str:
+    """One config line: `A=1 B=2`, skipping unset values; ``where`` names the input."""
+    return " ".join(
+        pair(k, v, file, _where(where, k), words=words)
+        for k, v in pairs.items()
+        if v not in (None, "")
+    )
+
+
+def key_lines(settings: Mapping[str, object], file: str, where: str = "") -> list[str]:
+    """One `Key=Value` line per setting, through the guard."""
+    return [pair(k, v, file, _where(where, k)) for k, v in settings.items() if v not in (None, "")]

@@ -35,5 +35,6 @@ def render_gres_conf(nodesets: tuple[NodeSetInput, ...]) -> str:
             continue
         kind, count = parse_gres(ns.spec.gresGpu)
         files = "/dev/nvidia0" if count == 1 else f"/dev/nvidia[0-{count - 1}]"
-        out.append(line({"NodeName": node_range(ns), "Name": "gpu", "Type": kind, "File": files}))
+        pairs = {"NodeName": node_range(ns), "Name": "gpu", "Type": kind, "File": files}
+        out.append(line(pairs, "gres.conf", f"NodeSet {ns.name}", words=True))
     return "\n".join(out) + "\n"

@@ -7,8 +7,10 @@ reservation swallows its memory cannot run jobs, so that is an error, not a nega
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
-from sunk.models.quantity import parse_quantity, to_mebibytes
+from sunk.models.base import SLURM_CPUS_MAX
+from sunk.models.quantity import QuantityError, parse_quantity, to_mebibytes
 from sunk.slurmconf.inputs import NodeSetInput
 
 
@@ -28,6 +30,13 @@ def resources(nodeset: NodeSetInput) -> tuple[dict, dict]:
     return res.get("limits") or {}, res.get("requests") or {}
 
 
+def _amount(nodeset: NodeSetInput, what: str, raw: str | int | float) -> Decimal:
+    try:
+        return parse_quantity(raw)
+    except QuantityError as exc:
+        raise SizingError(f"NodeSet {nodeset.name}: slurmd container {what}: {exc}") from exc
+
+
 def cpus(nodeset: NodeSetInput) -> int | None:
     """CPUs Slurm schedules: skuCpu, else the CPU limit, else the CPU request (rounded down)."""
     if nodeset.spec.skuCpu:
@@ -36,7 +45,13 @@ def cpus(nodeset: NodeSetInput) -> int | None:
     raw = limits.get("cpu", requests.get("cpu"))
     if raw is None:
         return None
-    return max(1, math.floor(parse_quantity(raw)))
+    count = max(1, math.floor(_amount(nodeset, "cpu", raw)))
+    if count > SLURM_CPUS_MAX:
+        raise SizingError(
+            f"NodeSet {nodeset.name}: {count} CPUs exceed Slurm's limit of {SLURM_CPUS_MAX} "
+            "per node; lower the slurmd container's CPU limit"
+        )
+    return count
 
 
 def real_memory_mib(nodeset: NodeSetInput, reserved_default: str | int | float) -> int | None:
@@ -47,7 +62,7 @@ def real_memory_mib(nodeset: NodeSetInput, reserved_default: str | int | float) 
         return None
     reserved = nodeset.spec.reservedMemory
     reserved_mib = to_mebibytes(reserved if reserved is not None else reserved_default)
-    available = to_mebibytes(raw) - reserved_mib
+    available = int(_amount(nodeset, "memory", raw) / 2**20) - reserved_mib
     if available <= 0:
         raise SizingError(
             f"NodeSet {nodeset.name}: memory {raw} minus reservedMemory "

@@ -23,11 +23,15 @@ def registration(
     reserved_default: str | int | float,
     node_labels: dict[str, str] | None = None,
 ) -> str:
+    # The slurmd entrypoint splits this string into words: a space is refused, not quoted.
     return line(
         {
             "Features": ",".join(features(nodeset, node_labels)),
             "Gres": gres_string(nodeset),
             "CPUs": cpus(nodeset),
             "RealMemory": real_memory_mib(nodeset, reserved_default),
-        }
+        },
+        "slurmd --conf",
+        f"NodeSet {nodeset.name}: spec.features",
+        words=True,
     )

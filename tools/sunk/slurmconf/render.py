@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 
+from sunk.models.quantity import QuantityError
 from sunk.slurmconf.cgroup import render_cgroup_conf
 from sunk.slurmconf.gres import render_gres_conf
+from sunk.slurmconf.guard import UnsafeConfigError, check_value, find_key
 from sunk.slurmconf.inputs import ClusterInputs
 from sunk.slurmconf.memory import SizingError
 from sunk.slurmconf.plugstack import render_plugstack_conf
@@ -21,7 +23,8 @@ HOT_RELOAD = frozenset({"topology.conf"})
 
 
 class RenderError(ValueError):
-    """The inputs describe a cluster Slurm cannot run; the message names the key."""
+    """The inputs describe a cluster Slurm cannot run, or hold text that would change the
+    structure of a Slurm file; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -43,15 +46,24 @@ class Rendered:
 
 def topology_plugin(inputs: ClusterInputs) -> str:
     extra = inputs.cluster.slurmConfig.extraConfig
-    user = (inputs.cluster.slurmConfig.model_extra or {}).get("TopologyPlugin")
-    if user:
-        return str(user)
+    settings = inputs.cluster.slurmConfig.model_extra or {}
+    key = find_key(settings, "TopologyPlugin")
+    if key is not None and settings[key]:
+        return check_value(str(settings[key]), "topology.conf", f"slurmConfig.{key}", words=True)
     if "topology/block" in extra:
         return "topology/block"
     return "topology/tree"
 
 
 def render_all(inputs: ClusterInputs) -> Rendered:
+    """Every file; a RenderError names the file and key of any input the guard refuses."""
+    try:
+        return _render_all(inputs)
+    except (SizingError, UnsafeConfigError, QuantityError) as exc:
+        raise RenderError(str(exc)) from exc
+
+
+def _render_all(inputs: ClusterInputs) -> Rendered:
     warnings: list[str] = []
     spec = inputs.cluster
     nodesets = tuple(sorted(inputs.nodesets, key=lambda ns: ns.name))
@@ -69,22 +81,19 @@ def render_all(inputs: ClusterInputs) -> Rendered:
             "topology/block: stock Slurm 24.11 rejects blocks naming dynamic nodes "
             "that have not registered yet (SUNK patches Slurm for this)"
         )
-    try:
-        files = {
-            "slurm.conf": render_slurm_conf(inputs, warnings),
-            "cgroup.conf": render_cgroup_conf(dict(spec.slurmConfig.cgroupConfig)),
-            "gres.conf": render_gres_conf(nodesets),
-            "plugstack.conf": render_plugstack_conf(spec.compute.pyxis),
-        }
-        if spec.compute.generateTopology:
-            files["topology.conf"] = render_topology_conf(active, other, plugin)
-        if spec.accounting.enabled:
-            files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
-        if spec.scripts.prolog:
-            files["prolog.sh"] = dispatcher("prolog")
-        if spec.scripts.epilog:
-            files["epilog.sh"] = dispatcher("epilog")
-        registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
-    except SizingError as exc:
-        raise RenderError(str(exc)) from exc
+    files = {
+        "slurm.conf": render_slurm_conf(inputs, warnings),
+        "cgroup.conf": render_cgroup_conf(dict(spec.slurmConfig.cgroupConfig)),
+        "gres.conf": render_gres_conf(nodesets),
+        "plugstack.conf": render_plugstack_conf(spec.compute.pyxis),
+    }
+    if spec.compute.generateTopology:
+        files["topology.conf"] = render_topology_conf(active, other, plugin)
+    if spec.accounting.enabled:
+        files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
+    if spec.scripts.prolog:
+        files["prolog.sh"] = dispatcher("prolog")
+    if spec.scripts.epilog:
+        files["epilog.sh"] = dispatcher("epilog")
+    registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
     return Rendered(files, registrations, warnings)

@@ -11,6 +11,7 @@ from sunk.slurmconf.format import (
     split_list,
 )
 from sunk.slurmconf.gres import gres_types
+from sunk.slurmconf.guard import UnsafeConfigError, check_key, check_value, find_key, owned
 from sunk.slurmconf.inputs import (
     JWT_KEY,
     SLURMD_SPOOL,
@@ -47,8 +48,13 @@ OWNED_KEYS = frozenset(
         "ProctrackType",
     }
 )
+# Keys of a partition line the operator writes (the name and the member NodeSets).
+OWNED_PARTITION_KEYS = frozenset({"PartitionName", "Nodes"})
 # Keys of the passthrough map that are not slurm.conf keys.
 NOT_SLURM_KEYS = frozenset({"extraConfig", "cgroupConfig"})
+FILE = "slurm.conf"
+# Slurm keeps node records in 32-bit counters; a bigger MaxNodeCount is not a cluster.
+MAX_NODE_COUNT = 2**31 - 1
 MAX_NODES_FLOOR = 1024
 DEFAULT_DEF_MEM_PER_CPU = 4096
 
@@ -110,33 +116,62 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
 def max_node_count(nodesets: tuple[NodeSetInput, ...]) -> int:
     """Room for every dynamic node the NodeSets may create."""
     wanted = sum(ns.spec.replicas or 0 for ns in nodesets)
+    if wanted > MAX_NODE_COUNT:
+        raise UnsafeConfigError(
+            FILE, "compute.nodes.*.replicas", f"{wanted} nodes in all exceed {MAX_NODE_COUNT}"
+        )
     return max(MAX_NODES_FLOOR, wanted)
 
 
 def apply_user_settings(
     settings: dict[str, object], user: dict[str, object], warnings: list[str]
 ) -> dict[str, object]:
-    """The user's slurmConfig over ours: list keys merge, owned keys are refused."""
+    """The user's slurmConfig over ours: list keys merge, owned keys are refused. Keys are
+    compared case-insensitively, as Slurm reads them; a user key replaces ours in place."""
     merged = dict(settings)
     for key in sorted(user):
         if key in NOT_SLURM_KEYS:
             continue
+        check_key(key, FILE, f"slurmConfig.{key}")
         value = user[key]
-        if key in OWNED_KEYS:
+        if owned(key, OWNED_KEYS):
             warnings.append(f"slurmConfig.{key}: managed by the operator; the value is ignored")
             continue
-        if key in LIST_KEYS and key in merged:
-            merged[key] = merge_list(split_list(merged[key]), split_list(value))
+        existing = find_key(merged, key)
+        if existing is not None and owned(key, LIST_KEYS):
+            merged[existing] = merge_list(split_list(merged[existing]), split_list(value))
+        elif existing is not None:
+            merged[existing] = value
         else:
             merged[key] = value
     return merged
 
 
-def nodeset_lines(inputs: ClusterInputs, default_partition: str | None) -> list[str]:
+def partition_config(
+    config: dict[str, object],
+    user: dict[str, object],
+    where: str,
+    warnings: list[str],
+) -> dict[str, object]:
+    """A partition line's keys with the user's over ours (any case); the name and the
+    members stay the operator's."""
+    merged = dict(config)
+    for key, value in user.items():
+        check_key(key, FILE, f"{where}.{key}")
+        if owned(key, OWNED_PARTITION_KEYS):
+            warnings.append(f"{where}.{key}: set by the operator; the value is ignored")
+            continue
+        merged[find_key(merged, key) or key] = value
+    return merged
+
+
+def nodeset_lines(
+    inputs: ClusterInputs, default_partition: str | None, warnings: list[str]
+) -> list[str]:
     lines = []
     reserved = inputs.cluster.compute.reservedMemory
     for ns in inputs.nodesets:
-        lines.append(line({"NodeSet": ns.name, "Feature": ns.name}))
+        lines.append(line({"NodeSet": ns.name, "Feature": ns.name}, FILE, f"NodeSet {ns.name}"))
     for ns in inputs.nodesets:
         config: dict[str, object] = {
             "PartitionName": ns.name,
@@ -145,21 +180,24 @@ def nodeset_lines(inputs: ClusterInputs, default_partition: str | None) -> list[
             "DefMemPerCPU": def_mem_per_cpu(ns, reserved),
             "State": "UP",
         }
-        config.update(ns.spec.partitionConfig)
-        lines.append(line(config))
+        where = f"NodeSet {ns.name}: spec.partitionConfig"
+        config = partition_config(config, dict(ns.spec.partitionConfig), where, warnings)
+        lines.append(line(config, FILE, f"{where}.config"))
     return lines
 
 
-def partition_lines(inputs: ClusterInputs) -> list[str]:
+def partition_lines(inputs: ClusterInputs, warnings: list[str]) -> list[str]:
     by_name = {ns.name: ns for ns in inputs.nodesets}
     reserved = inputs.cluster.compute.reservedMemory
     lines = []
-    for part in inputs.cluster.compute.partitions:
+    for index, part in enumerate(inputs.cluster.compute.partitions):
+        where = f"compute.partitions[{index}]"
         members = [by_name[n] for n in part.nodeSets if n in by_name]
         if "ALL" in part.nodeSets:
             members, nodes = list(by_name.values()), "ALL"
         else:
             nodes = ",".join(part.nodeSets)
+        check_value(nodes, FILE, f"{where}.nodeSets", words=True)  # names, never quoted
         mems = [m for m in (def_mem_per_cpu(ns, reserved) for ns in members) if m]
         config: dict[str, object] = {
             "PartitionName": part.name,
@@ -168,8 +206,8 @@ def partition_lines(inputs: ClusterInputs) -> list[str]:
             "DefMemPerCPU": min(mems) if mems else None,
             "State": "UP",
         }
-        config.update(part.config)
-        lines.append(line(config))
+        config = partition_config(config, dict(part.config), f"{where}.config", warnings)
+        lines.append(line(config, FILE, where))
     return lines
 
 
@@ -187,12 +225,14 @@ def render_slurm_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
     user = dict(spec.slurmConfig.model_extra or {})
     settings = apply_user_settings(base_settings(inputs), user, warnings)
     out = [BANNER.rstrip("\n"), "", "# --- cluster"]
-    out += key_lines(settings)
+    out += key_lines(settings, FILE, "slurmConfig")
     out += ["", "# --- node groups (dynamic nodes join through their feature)"]
-    out += nodeset_lines(inputs, default_partition(inputs))
-    declared = partition_lines(inputs)
+    out += nodeset_lines(inputs, default_partition(inputs), warnings)
+    declared = partition_lines(inputs, warnings)
     if declared:
         out += ["", "# --- declared partitions", *declared]
+    # Raw partition lines and extraConfig are free text by design (validate flags owned keys
+    # in them); they are written as given, after everything the operator owns.
     if spec.compute.rawPartitions.strip():
         out += ["", "# --- compute.partitions (raw)", spec.compute.rawPartitions.strip()]
     if spec.slurmConfig.extraConfig.strip():

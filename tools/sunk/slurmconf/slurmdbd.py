@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sunk.slurmconf.format import BANNER, key_lines
+from sunk.slurmconf.format import BANNER, key_lines, pair
+from sunk.slurmconf.guard import check_key, check_value, find_key, owned
 from sunk.slurmconf.inputs import JWT_KEY, ClusterInputs
 
 # MOCO's read-write user; its password is in the Secret `moco-<MySQLCluster name>`.
@@ -44,6 +45,9 @@ OWNED = frozenset(
 )
 
 
+FILE = "slurmdbd.conf"
+
+
 def render_slurmdbd_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
     acct, ep = inputs.cluster.accounting, inputs.endpoints
     external = acct.database.type == "external" or acct.external.enabled
@@ -67,12 +71,22 @@ def render_slurmdbd_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
         "StorageLoc": acct.database.name,
         **DEFAULTS,
     }
+    # Values from the spec, checked under their own key paths.
+    for key, where in (
+        ("StorageHost", "accounting.external.host"),
+        ("StorageUser", "accounting.external.user"),
+        ("StorageLoc", "accounting.database.name"),
+    ):
+        check_value(str(settings[key]), FILE, where, words=True)
     for key in sorted(acct.config):
-        if key in OWNED:
+        check_key(key, FILE, f"accounting.config.{key}")
+        if owned(key, OWNED):
             warnings.append(f"accounting.config.{key}: managed by the operator; ignored")
             continue
-        settings[key] = acct.config[key]
-    out = BANNER + "\n".join(key_lines(settings)) + "\n"
+        settings[find_key(settings, key) or key] = acct.config[key]
+    out = BANNER + "\n".join(key_lines(settings, FILE, "accounting.config")) + "\n"
     if inputs.db_password is None:
         return out + "# StoragePass is added by the operator from the database Secret.\n"
-    return out + f"StoragePass={inputs.db_password}\n"
+    return (
+        out + pair("StoragePass", inputs.db_password, FILE, "the database password Secret") + "\n"
+    )

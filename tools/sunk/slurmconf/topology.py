@@ -16,6 +16,7 @@ from sunk.slurmconf.hostlist import compress
 from sunk.slurmconf.inputs import Placement
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+FILE = "topology.conf"
 
 
 def _name(*parts: str) -> str:
@@ -36,11 +37,16 @@ def tree_lines(placements: tuple[Placement, ...], levels: list[str]) -> list[str
             children[parent].add(child)
         nodes[names[-1]].append(placement.slurm_node)
     out = [
-        line({"SwitchName": leaf, "Nodes": compress(members)})
+        line({"SwitchName": leaf, "Nodes": compress(members)}, FILE, "Node labels", words=True)
         for leaf, members in sorted(nodes.items())
     ]
     out += [
-        line({"SwitchName": parent, "Switches": compress(sorted(kids))})
+        line(
+            {"SwitchName": parent, "Switches": compress(sorted(kids))},
+            FILE,
+            "Node labels",
+            words=True,
+        )
         for parent, kids in sorted(children.items())
     ]
     return out
@@ -53,7 +59,7 @@ def block_lines(placements: tuple[Placement, ...], label: str) -> list[str]:
         if domain:
             blocks[_name(domain)].append(placement.slurm_node)
     return [
-        line({"BlockName": name, "Nodes": compress(members)})
+        line({"BlockName": name, "Nodes": compress(members)}, FILE, "Node labels", words=True)
         for name, members in sorted(blocks.items())
     ]
 

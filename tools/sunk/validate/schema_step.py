@@ -13,6 +13,15 @@ from typing import Any
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from sunk.models.base import (
+    CONF_KEY,
+    CONF_VALUE,
+    CONF_WORD,
+    FEATURE,
+    FEATURE_PREFIX,
+    HOST,
+    QUANTITY_PATTERN,
+)
 from sunk.validate.coalesce import Coalesced
 from sunk.validate.errors import ToolError
 from sunk.validate.findings import SCHEMA, Finding, Severity
@@ -35,6 +44,16 @@ _PATTERN_WORDS = {
     "^[0-9]+%$": "a percentage such as `10%`",
     "^sha256:[a-f0-9]{64}$": "a digest `sha256:<64 hex digits>`",
     "^[A-Za-z0-9_.-]+$": "a name of letters, digits, '_', '.' and '-'",
+    QUANTITY_PATTERN: "a Kubernetes quantity such as 500m, 4Gi or 8 (at most 30 digits, a "
+    "two-digit exponent)",
+    CONF_KEY: "a Slurm key (letters, digits and '_', starting with a letter; no space or '=')",
+    CONF_VALUE: "a safe Slurm value: no line break (CR/LF), '#', '\"', '\\' or other control "
+    "character, which would change the structure of the Slurm file",
+    CONF_WORD: "a single word safe in a Slurm file: no space, line break (CR/LF), '#', '\"', "
+    "'\\' or other control character, which would change the structure of the Slurm file",
+    FEATURE: "a Slurm feature name (letters, digits and '_', '.', ':', '+', '-')",
+    FEATURE_PREFIX: "a Slurm feature prefix (letters, digits and '_', '.', ':', '+', '-')",
+    HOST: "a host name or address (letters, digits and '_', '.', ':', '-', '[', ']')",
 }
 
 
@@ -104,6 +123,9 @@ class _Translator:
 
     def translate(self, error: ValidationError) -> list[tuple[Path, str, str | None]]:
         path: Path = tuple(error.absolute_path)
+        if "propertyNames" in error.absolute_schema_path and isinstance(error.instance, str):
+            # A bad map key: point at the key itself (jsonschema reports the map).
+            return self._key(error, path)
         validator = error.validator
         schema = error.schema if isinstance(error.schema, dict) else {}
         value = error.instance
@@ -159,6 +181,14 @@ class _Translator:
         if validator in ("anyOf", "oneOf"):
             return self._union(error, path, value)
         return [(path, error.message, None)]
+
+    def _key(self, error: ValidationError, path: Path) -> list[tuple[Path, str, str | None]]:
+        key = error.instance
+        if error.validator == "pattern":
+            pattern = error.schema.get("pattern", "") if isinstance(error.schema, dict) else ""
+            words = _PATTERN_WORDS.get(pattern, f"text matching `{pattern}`")
+            return [((*path, key), f"key {_show(key)} is not {words}", None)]
+        return [((*path, key), f"key {_show(key)}: {error.message}", None)]
 
     def _union(
         self, error: ValidationError, path: Path, value: Any

@@ -22,6 +22,16 @@ from sunk.validate.findings import Finding, Severity
 
 Path = tuple[str | int, ...]
 MAX_DEPTH = 200
+# Bounds on what one values file may cost to read: its size, and the nodes its aliases
+# expand to (a few hundred bytes of nested aliases can otherwise expand to billions).
+MAX_BYTES = 1024 * 1024
+MAX_NODES = 100_000
+
+
+class _TooBig(Exception):
+    def __init__(self, node: Node):
+        self.node = node
+
 
 _IGNORE = re.compile(r"#\s*sunkctl:\s*ignore\s*=\s*([A-Za-z0-9_, ]+)")
 _STR = "tag:yaml.org,2002:str"
@@ -79,8 +89,12 @@ class _Builder:
         self.positions: dict[Path, tuple[int, int]] = {}
         self.findings: list[Finding] = []
         self.active: set[int] = set()
+        self.count = 0
 
     def build(self, node: Node, path: Path) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _TooBig(node)
         if id(node) in self.active or len(path) > MAX_DEPTH:
             mark = node.start_mark
             self.findings.append(
@@ -198,7 +212,16 @@ def _dotted(path: Path) -> str:
 
 
 def load_text(text: str, file: str) -> tuple[Document | None, list[Finding]]:
-    """Parse one values file. Returns (None, findings) when it is not YAML at all."""
+    """Parse one values file. Returns (None, findings) when it is not YAML at all, or when
+    it is larger than MAX_BYTES or expands (through aliases) to more than MAX_NODES nodes."""
+    if len(text) > MAX_BYTES:
+        return None, [
+            _error(
+                file,
+                f"the file is {len(text)} characters long; values files are limited to "
+                f"{MAX_BYTES} (refused unread)",
+            )
+        ]
     yaml = _yaml()
     try:
         nodes = list(yaml.compose_all(text))
@@ -221,6 +244,18 @@ def load_text(text: str, file: str) -> tuple[Document | None, list[Finding]]:
         data = builder.build(nodes[0], ()) if nodes else {}
     except RecursionError:
         return None, [_error(file, "YAML nesting is too deep")]
+    except _TooBig as exc:
+        line, column = _pos(exc.node)
+        return None, [
+            _error(
+                file,
+                f"the YAML expands to more than {MAX_NODES} values through aliases "
+                "(an alias bomb?); refused",
+                line,
+                column,
+                "write the values out instead of nesting aliases",
+            )
+        ]
     findings = builder.findings
     if data is None:
         data = {}
@@ -229,10 +264,11 @@ def load_text(text: str, file: str) -> tuple[Document | None, list[Finding]]:
 
 
 def load_file(path: str, display: str | None = None) -> tuple[Document | None, list[Finding]]:
-    from pathlib import Path as FsPath
-
-    raw = FsPath(path).read_bytes()
     name = display or path
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_BYTES * 4 + 1)  # never read more than any text we accept
+    if len(raw) > MAX_BYTES * 4:
+        return None, [_error(name, f"the file is larger than {MAX_BYTES} characters; refused")]
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

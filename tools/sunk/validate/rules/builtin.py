@@ -706,3 +706,85 @@ def image_pinned(ctx: RuleContext) -> Iterator[Hit]:
             yield Hit(path, f"image {image['repository']} has no tag")
         elif str(tag) == "latest":
             yield Hit((*path, "tag"), f"image {image['repository']} uses the `latest` tag")
+
+
+# --------------------------------------------------------------------------- free text and bounds
+
+_FREE_TEXT = (
+    (("slurmConfig", "extraConfig"), "slurmConfig.extraConfig", frozenset()),
+    # Raw partition lines name their partition; every other owned key is an override.
+    (PARTS, "raw partition lines", frozenset({"partitionname", "nodes"})),
+)
+
+
+def owned_keys_in_text(text: str, allowed: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+    """(line number in the text, key) of every operator-owned slurm.conf key, in any case,
+    and every `Include` directive, read as Slurm reads the lines (comments stripped)."""
+    owned = {k.lower(): k for k in OWNED_KEYS}
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        body = line.split("#", 1)[0]
+        words = body.split()
+        if words and words[0].lower() == "include":
+            found.append((number, "Include"))
+        for word in words:
+            key = word.split("=", 1)[0].strip().lower()
+            if "=" in word and key in owned and key not in allowed:
+                found.append((number, word.split("=", 1)[0]))
+    return found
+
+
+@rule(
+    "SUNK024",
+    "owned-key-in-free-text",
+    "error",
+    "extraConfig or raw partition lines set a key the operator owns (Slurm reads keys in any "
+    "case; the last one wins), or include another file.",
+    "remove the key: the operator derives it from the cluster's shape",
+)
+def owned_key_in_free_text(ctx: RuleContext) -> Iterator[Hit]:
+    for path, label, allowed in _FREE_TEXT:
+        text = get(ctx.values, *path)
+        if not isinstance(text, str):
+            continue
+        for number, key in owned_keys_in_text(text, allowed):
+            if key == "Include":
+                yield Hit(path, f"{label}, line {number}: `Include` reads a file we do not render")
+            else:
+                yield Hit(path, f"{label}, line {number}: `{key}` is managed by the operator")
+
+
+def _quantities(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every Kubernetes quantity in the values: resources, reservedMemory, volume sizes."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            here = (*path, key)
+            if key in ("requests", "limits") and path and path[-1] == "resources":
+                for name, amount in as_map(sub).items():
+                    yield (*here, name), amount
+            elif key in ("reservedMemory", "size") and isinstance(sub, str | int | float):
+                yield here, sub
+            else:
+                yield from _quantities(sub, here)
+    elif isinstance(value, list):
+        for index, sub in enumerate(value):
+            yield from _quantities(sub, (*path, index))
+
+
+@rule(
+    "SUNK025",
+    "quantity-out-of-range",
+    "error",
+    "A resource quantity larger than Kubernetes stores (2^63-1): no Node has it.",
+    "write the real amount (e.g. 512Gi)",
+    charts=("slurm", "sunk"),
+)
+def quantity_out_of_range(ctx: RuleContext) -> Iterator[Hit]:
+    for path, amount in _quantities(ctx.values, ()):
+        if isinstance(amount, bool) or not isinstance(amount, str | int | float):
+            continue
+        try:
+            parse_quantity(amount)
+        except QuantityError as exc:
+            if "out of range" in str(exc) or "longer than" in str(exc):
+                yield Hit(path, str(exc))
