@@ -30,9 +30,9 @@ class DeployError(RuntimeError):
 def image_archives() -> list[Path]:
     """Every image the charts deploy here, built if needed, as archives for the nodes."""
     specs = image_build.images() + image_build.dev_images()
-    image_build.ensure_engine()  # installs and starts Docker where it is missing (root)
-    if any(image_build.image_id(s.ref) is None for s in specs):
-        image_build.build([s.name for s in specs])
+    # always: Docker's layer cache makes an unchanged image seconds, and a changed operator
+    # must not run from a stale image (build installs and starts Docker where missing)
+    image_build.build([s.name for s in specs])
     return [image_build.saved_archive(s.ref) for s in specs]
 
 

@@ -17,6 +17,7 @@ from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext
 from sunk.slurmconf import Endpoints, NodeSetInput
+from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
 
 log = logging.getLogger("sunk.operator.nodeset")
@@ -141,7 +142,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     }
     try:
         result = plan(nodeset, body, ctx, nodes, pods, live)
-    except SizingError as exc:
+    except (SizingError, UnsafeConfigError) as exc:  # a registration Slurm cannot take
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
             kube,
