@@ -615,3 +615,43 @@ def test_template_change_rolls_pods_within_max_unavailable(
         e["name"]: e["value"] for e in pods_of(kube, ns, "roll")[0]["spec"]["containers"][0]["env"]
     }
     assert "rolled" in env["SUNK_SLURMD_CONF"]
+
+
+def test_a_reconcile_error_is_a_condition_and_an_event_not_a_silent_loop(
+    operator, kube, control_plane, op_namespaces
+):
+    """A Node whose address the API server stored but the operator cannot use (10.0.0.300)
+    makes the NodeSet's reconcile fail: the NodeSet shows Ready=False ReconcileFailed with the
+    error and one Event, and the operator keeps running and backing off."""
+    ns = op_namespaces[1]
+    pool = f"e{uuid.uuid4().hex[:5]}"
+    control_plane.create_node(
+        f"{pool}-0", labels={"pool": pool}, capacity={"cpu": 4, "memory": "16Gi"},
+        address="10.0.0.300",
+    )  # fmt: skip
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("broken"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("bad", "broken", pool))
+    cond = control_plane.wait_for(
+        lambda: next(
+            (
+                c
+                for c in status(kube, ns, "nodesets", "bad").get("conditions", [])
+                if c["type"] == "Ready" and c["reason"] == "ReconcileFailed"
+            ),
+            None,
+        ),
+        60,
+        "ReconcileFailed condition",
+    )
+    assert cond["status"] == "False"
+    assert "10.0.0.300" in cond["message"], cond
+    time.sleep(5)  # retries back off; the Event is written once per distinct error
+    events = [
+        e
+        for e in kube.list(
+            f"/api/v1/namespaces/{ns}/events", field_selector="involvedObject.name=bad"
+        )
+        if e["reason"] == "ReconcileFailed"
+    ]
+    assert len(events) == 1, events
+    assert operator.proc is not None and operator.proc.poll() is None

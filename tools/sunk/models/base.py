@@ -54,6 +54,24 @@ Quantity = Annotated[
     Field(json_schema_extra={"x-quantity": True}),
 ]
 
+_PERCENT = re.compile(r"^[0-9]{1,3}%$")
+
+
+def _check_int_or_percent(value: int | str) -> int | str:
+    if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+        raise ValueError("expected a whole number of Pods (0 or more) or a percentage like '10%'")
+    if isinstance(value, str) and not (_PERCENT.match(value) and int(value[:-1]) <= 100):
+        raise ValueError(f"{value!r}: expected a percentage from '0%' to '100%', or a whole number")
+    return value
+
+
+# A rolling-update budget as Kubernetes writes it: Pods, or a percentage of the desired Pods.
+IntOrPercent = Annotated[
+    int | str,
+    AfterValidator(_check_int_or_percent),
+    Field(json_schema_extra={"x-int-or-string": True}),
+]
+
 # DNS-1123 label: Kubernetes object names we derive from node group names.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 

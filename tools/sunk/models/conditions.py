@@ -109,6 +109,14 @@ APPLY_FAILED = Reason(
     "the API server refused an object the operator applies (<Kind>ApplyFailed)",
     family=True,
 )
+# Both kinds
+RECONCILE_FAILED = Reason(
+    "ReconcileFailed",
+    Health.DEGRADED,
+    _BOTH,
+    "a reconcile raised an unexpected error; the operator retries with backoff and the "
+    "message says what failed",
+)
 
 REASONS: tuple[Reason, ...] = (
     INVALID_SPEC,
@@ -123,6 +131,7 @@ REASONS: tuple[Reason, ...] = (
     ALL_COMPONENTS_READY,
     DATABASE_UNAVAILABLE,
     APPLY_FAILED,
+    RECONCILE_FAILED,
 )
 
 

@@ -18,6 +18,7 @@ from sunk.models.base import (
     ConfText,
     Feature,
     FeaturePrefix,
+    IntOrPercent,
     Quantity,
     Strict,
     open_object,
@@ -163,11 +164,7 @@ class NodeSetSpec(Strict):
         max_length=40,
         description="Pod and Slurm node name prefix.",
     )
-    maxUnavailable: int | str = Field(
-        default="10%",
-        description="Rolling update budget.",
-        json_schema_extra={"x-int-or-string": True},
-    )
+    maxUnavailable: IntOrPercent = Field(default="10%", description="Rolling update budget.")
     gresGpu: str | None = Field(
         default=None, pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$", description="GPU GRES `type:count`."
     )

@@ -25,6 +25,7 @@ from sunk.models.base import (
     ConfWord,
     Feature,
     FeaturePrefix,
+    IntOrPercent,
     Quantity,
     ScalarOrList,
     SlurmName,
@@ -339,10 +340,8 @@ class ClusterCompute(Strict):
     reservedMemory: Quantity = Field(
         default="4Gi", description="Memory kept from Slurm: DefMemPerCPU = (limit − this) ÷ CPUs."
     )
-    maxUnavailable: int | str = Field(
-        default="10%",
-        description="Pods unavailable at once during rolling updates.",
-        json_schema_extra={"x-int-or-string": True},
+    maxUnavailable: IntOrPercent = Field(
+        default="10%", description="Pods unavailable at once during rolling updates."
     )
     generateTopology: bool = Field(
         default=True, description="Generate topology.conf from Node labels."

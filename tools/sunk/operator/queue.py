@@ -2,16 +2,25 @@
 
 Level-triggered: a reconcile reads the current state, so dropping duplicate triggers is safe.
 Each key is processed by one worker at a time; a trigger arriving during processing makes
-the key run once more afterwards.
+the key run once more afterwards. A failing key is retried with per-key exponential backoff
+(capped, with jitter), so a broken object neither spins nor delays the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable, Hashable
 
 log = logging.getLogger("sunk.operator.queue")
+
+
+def backoff(failures: int, base: float, cap: float, jitter: float) -> float:
+    """Seconds before retry number ``failures`` (1, 2, …): doubling from ``base`` up to
+    ``cap``, spread by up to ``jitter`` (a fraction) so failing keys do not retry in step."""
+    delay = min(cap, base * 2 ** (failures - 1))
+    return delay * (1 - jitter * random.random())
 
 
 class WorkQueue:
@@ -19,16 +28,25 @@ class WorkQueue:
         self,
         handler: Callable[[Hashable], Awaitable[None]],
         workers: int = 4,
-        retry_seconds: float = 5.0,
+        retry_seconds: float = 1.0,
+        max_retry_seconds: float = 300.0,
+        jitter: float = 0.2,
     ):
         self._handler = handler
         self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
         self._queued: set[Hashable] = set()
         self._running: set[Hashable] = set()
         self._again: set[Hashable] = set()
+        self._failures: dict[Hashable, int] = {}
         self._workers = workers
         self._retry = retry_seconds
+        self._max_retry = max_retry_seconds
+        self._jitter = jitter
         self._tasks: list[asyncio.Task] = []
+
+    def failures(self, key: Hashable) -> int:
+        """Consecutive failed reconciles of ``key`` (0 after a success)."""
+        return self._failures.get(key, 0)
 
     def add(self, key: Hashable) -> None:
         if key in self._running:
@@ -57,9 +75,13 @@ class WorkQueue:
             self._running.add(key)
             try:
                 await self._handler(key)
+                self._failures.pop(key, None)
             except Exception:
-                log.exception("reconcile of %s failed; retrying in %ss", key, self._retry)
-                asyncio.get_running_loop().call_later(self._retry, self.add, key)
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                delay = backoff(failures, self._retry, self._max_retry, self._jitter)
+                log.exception("reconcile of %s failed (%d in a row); retrying in %.1fs",
+                              key, failures, delay)  # fmt: skip
+                asyncio.get_running_loop().call_later(delay, self.add, key)
             finally:
                 self._running.discard(key)
                 if key in self._again:

@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 import kopf
 from aiohttp import web
 
+from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, GROUP, VERSION
-from sunk.operator import names
+from sunk.operator import conditions, names
 from sunk.operator.cluster.reconcile import reconcile_cluster
+from sunk.operator.conditions import write_status
+from sunk.operator.events import emit_on_change
 from sunk.operator.hashing import stable_hash
 from sunk.operator.kube import Kube, KubeConfig, path_for
 from sunk.operator.metrics import Metrics
@@ -55,8 +58,9 @@ class Runtime:
             else:
                 status = await reconcile_nodeset(self.kube, body)
                 self.metrics.nodesets[(ns, name)] = status
-        except Exception:
+        except Exception as exc:
             self.metrics.errors[kind] += 1
+            await self._report_failure(plural, body, exc)
             raise
         finally:
             log.info(
@@ -67,6 +71,22 @@ class Runtime:
                 time.monotonic() - started,
                 self.kube.writes - writes,
             )
+
+    async def _report_failure(self, plural: str, body: dict, exc: Exception) -> None:
+        """No silent retry loop: the object shows Ready=False with the error, and an Event
+        says it once. Best effort: the API server may be what failed."""
+        message = f"{type(exc).__name__}: {exc}"[:1000]
+        try:
+            await emit_on_change(self.kube, body, reasons.RECONCILE_FAILED.name, message)
+            await write_status(
+                self.kube,
+                body,
+                plural,
+                {k: v for k, v in (body.get("status") or {}).items() if k != "conditions"},
+                [conditions.condition("Ready", False, reasons.RECONCILE_FAILED, message)],
+            )
+        except Exception as report_error:  # already failing: keep the first error
+            log.warning("could not record the failure on %s: %s", plural, report_error)
 
     def enqueue(self, kind: str, ns: str, name: str) -> None:
         if self.queue is not None and self.watches(ns):
@@ -87,8 +107,14 @@ class Runtime:
                 self.enqueue(kind, item["metadata"]["namespace"], item["metadata"]["name"])
 
     async def resync_forever(self) -> None:
+        """Every RESYNC_SECONDS, every object is reconciled again; a failed LIST (API server
+        restarting, a timeout) is logged and tried again at the next round."""
         while True:
-            await self.enqueue_all()
+            try:
+                await self.enqueue_all()
+            except Exception:
+                self.metrics.errors["resync"] += 1
+                log.exception("resync failed; trying again in %ss", RESYNC_SECONDS)
             await asyncio.sleep(RESYNC_SECONDS)
 
 
