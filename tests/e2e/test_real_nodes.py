@@ -10,6 +10,7 @@ components report (kubectl, sinfo, sbatch, srun, sacct, scontrol, slurmrestd).""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,89 @@ def test_slurmrestd_answers_a_jwt_through_its_service(slurm: SlurmDeployment):
     answer = slurm.login("bash", "-c", request)
     assert answer.split("\n", 1)[0].split()[1:2] == ["200"], answer[:500]
     assert '"pinged": "UP"' in answer, answer[:2000]
+
+
+def _patch_node(slurm: SlurmDeployment, name: str, patch: dict) -> None:
+    slurm.cluster.client.patch(f"/api/v1/nodes/{name}", patch)
+
+
+def test_syncer_drains_the_slurm_node_of_a_cordoned_node_and_resumes_it(slurm: SlurmDeployment):
+    pod = slurm.running_pods("compute")[0]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    reason = f"k8s: Node {node} cordoned: e2e maintenance"
+    _patch_node(
+        slurm,
+        node,
+        {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {"node.coreweave.cloud/cordonReason": "e2e maintenance"}},
+        },
+    )
+    try:
+        state = slurm.wait(
+            f"{name} drained for the cordon",
+            lambda: (s := slurm.slurm_node(name))[1] == reason and "drain" in s[0] and s,
+            timeout=120,
+        )
+        assert "drain" in state[0], state
+        # an administrator resumes it while the Node is still cordoned: drained again
+        slurm.login("scontrol", "update", f"nodename={name}", "state=resume")
+        slurm.wait(
+            f"{name} drained again",
+            lambda: slurm.slurm_node(name)[1] == reason,
+            timeout=120,
+        )
+    finally:
+        _patch_node(
+            slurm,
+            node,
+            {
+                "spec": {"unschedulable": None},
+                "metadata": {"annotations": {"node.coreweave.cloud/cordonReason": None}},
+            },
+        )
+    slurm.wait(f"{name} idle after the uncordon", lambda: name in slurm.idle_nodes(), 120)
+    # a Syncer drain is not a Slurm drain: nothing was mirrored onto the Node
+    annotations = slurm.cluster.client.get(f"/api/v1/nodes/{node}")["metadata"].get(
+        "annotations", {}
+    )
+    assert "sunk.coreweave.com/drain" not in annotations
+
+
+def test_a_drain_started_in_slurm_shows_on_the_node_and_pod_and_is_left_alone(
+    slurm: SlurmDeployment,
+):
+    pod = slurm.running_pods("compute")[-1]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    slurm.login("scontrol", "update", f"nodename={name}", "state=drain", "reason=e2e bad GPU")
+
+    def mirrored() -> dict | None:
+        obj = slurm.cluster.client.get(f"/api/v1/nodes/{node}")
+        if (obj["metadata"].get("annotations") or {}).get("sunk.coreweave.com/drain") != (
+            "e2e bad GPU"
+        ):
+            return None
+        return obj
+
+    obj = slurm.wait("the Slurm drain on the Node", mirrored, timeout=120)
+    cordon = [c for c in obj["status"]["conditions"] if c["type"] == "SlurmCordon"]
+    assert cordon and cordon[0]["status"] == "True", cordon
+    live = slurm.cluster.client.get(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
+    drain = [c for c in live["status"]["conditions"] if c["type"] == "SlurmDrain"]
+    assert drain and drain[0]["status"] == "True" and drain[0]["message"] == "e2e bad GPU"
+    time.sleep(12)  # two Syncer passes: a drain that started in Slurm is never touched
+    assert slurm.slurm_node(name)[1] == "e2e bad GPU"
+    slurm.login("scontrol", "update", f"nodename={name}", "state=resume")
+
+    def cleared() -> bool:
+        obj = slurm.cluster.client.get(f"/api/v1/nodes/{node}")
+        conds = {c["type"]: c["status"] for c in obj["status"]["conditions"]}
+        return (
+            "sunk.coreweave.com/drain" not in (obj["metadata"].get("annotations") or {})
+            and conds.get("SlurmCordon") == "False"
+        )
+
+    slurm.wait("the Node annotation and SlurmCordon cleared", cleared, timeout=120)
 
 
 def test_a_deleted_slurmd_pod_comes_back_on_its_node(slurm: SlurmDeployment):

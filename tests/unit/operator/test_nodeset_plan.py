@@ -172,6 +172,22 @@ def test_infeasible_node_loses_its_pod():
     assert result.status["numberMisscheduled"] == 1
 
 
+def test_cordoned_or_not_ready_node_keeps_its_pod():
+    """As a DaemonSet would: the Syncer drains the Slurm node instead (k8s: reason)."""
+    ns = nodeset()
+    n0 = node("n0", "10.1.0.1")
+    pods = plan(ns, OWNER, CTX, [n0], []).create
+    n0["spec"]["unschedulable"] = True
+    n0["spec"]["taints"] = [
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+    ]
+    result = plan(ns, OWNER, CTX, [n0], pods)
+    assert result.delete == [] and result.infeasible == {}
+    # a new NodeSet still takes a cordoned Node that it selects
+    assert len(plan(nodeset(), OWNER, CTX, [n0], []).create) == 1
+
+
 def test_template_change_rolls_within_max_unavailable():
     nodes = [node(f"n{i}", f"10.1.0.{i}") for i in range(10)]
     pods = plan(nodeset(), OWNER, CTX, nodes, []).create

@@ -148,6 +148,12 @@ class SlurmDeployment:
         out = self.login("sinfo", "--noheader", "--Node", "--format=%N %t")
         return [line.split()[0] for line in out.splitlines() if line.split()[1:] == ["idle"]]
 
+    def slurm_node(self, name: str) -> tuple[str, str]:
+        """(state, reason) of a Slurm node as sinfo shows them, e.g. ("drained", "k8s: …")."""
+        out = self.login("sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E")
+        state, _, reason = out.strip().partition("|")
+        return state, reason
+
     # --- acting -----------------------------------------------------------------------------
 
     def exec(self, pod: str, container: str, *command: str, timeout: float = 300) -> str:

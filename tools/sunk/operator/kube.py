@@ -222,6 +222,10 @@ class Kube:
     async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, patch, "application/merge-patch+json")
 
+    async def strategic_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Strategic merge: list items merge by key (conditions by type), others stay."""
+        return await self.request("PATCH", path, patch, "application/strategic-merge-patch+json")
+
     async def delete(self, path: str, grace_seconds: int | None = None) -> None:
         query = {"gracePeriodSeconds": str(grace_seconds)} if grace_seconds is not None else None
         await self.request("DELETE", path, query=query, ok_missing=True)

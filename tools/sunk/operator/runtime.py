@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 
 import kopf
 from aiohttp import web
+from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
-from sunk.models.crds import API_VERSION, GROUP, VERSION
+from sunk.models.crds import API_VERSION, GROUP, VERSION, SlurmClusterSpec
 from sunk.operator import conditions, names
 from sunk.operator.cluster.reconcile import reconcile_cluster
 from sunk.operator.conditions import write_status
@@ -22,6 +23,7 @@ from sunk.operator.kube import Kube, KubeConfig, path_for
 from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import WorkQueue
+from sunk.syncer.loop import Syncer
 
 log = logging.getLogger("sunk.operator")
 RESYNC_SECONDS = 60
@@ -39,6 +41,10 @@ class Runtime:
     known: dict[tuple[str, str, str], str] = field(default_factory=dict)
     node_fingerprints: dict[str, str] = field(default_factory=dict)
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
+    # One Syncer per SlurmCluster (namespace, name): its settings and its task.
+    syncers: dict[tuple[str, str], tuple[tuple[str, ...], asyncio.Task]] = field(
+        default_factory=dict
+    )
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -49,12 +55,15 @@ class Runtime:
         body = await self.kube.get(path_for(API_VERSION, plural, ns, name))
         if body is None:
             self.metrics.nodesets.pop((ns, name), None)
+            if kind == "SlurmCluster":
+                self.stop_syncer(ns, name)
             return  # deleted: owned objects go with it (owner references)
         self.metrics.reconciles[kind] += 1
         started, writes = time.monotonic(), self.kube.writes
         try:
             if kind == "SlurmCluster":
                 await reconcile_cluster(self.kube, body)
+                self.ensure_syncer(ns, name, body)
             else:
                 status = await reconcile_nodeset(self.kube, body)
                 self.metrics.nodesets[(ns, name)] = status
@@ -87,6 +96,33 @@ class Runtime:
             )
         except Exception as report_error:  # already failing: keep the first error
             log.warning("could not record the failure on %s: %s", plural, report_error)
+
+    def ensure_syncer(self, ns: str, name: str, body: dict) -> None:
+        """Run the cluster's Syncer while ``syncer.enabled`` (it talks to slurmrestd with a
+        JWT, so it needs ``rest.enabled`` and ``jwt.enabled`` too); restart it on a change."""
+        try:
+            spec = SlurmClusterSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            return  # the reconcile has already written InvalidSpec
+        if not (spec.syncer.enabled and spec.rest.enabled and spec.jwt.enabled):
+            if spec.syncer.enabled:
+                log.warning("%s/%s: the Syncer needs rest.enabled and jwt.enabled", ns, name)
+            self.stop_syncer(ns, name)
+            return
+        url = f"http://{names.rest(spec.clusterName)}.{ns}.svc:6820"
+        secret = spec.jwt.existingSecret or names.jwt_secret(spec.clusterName)
+        settings = (spec.clusterName, url, secret, spec.syncer.logLevel)
+        current = self.syncers.get((ns, name))
+        if current and current[0] == settings and not current[1].done():
+            return
+        self.stop_syncer(ns, name)
+        syncer = Syncer(self.kube, ns, spec.clusterName, url, secret, spec.syncer.logLevel)
+        self.syncers[(ns, name)] = (settings, asyncio.get_running_loop().create_task(syncer.run()))
+
+    def stop_syncer(self, ns: str, name: str) -> None:
+        entry = self.syncers.pop((ns, name), None)
+        if entry:
+            entry[1].cancel()
 
     def enqueue(self, kind: str, ns: str, name: str) -> None:
         if self.queue is not None and self.watches(ns):

@@ -13,7 +13,13 @@ from typing import Any
 from sunk.operator import names
 from sunk.operator.nodeset.feasibility import evaluate, internal_ip
 from sunk.operator.nodeset.naming import pod_name
-from sunk.operator.nodeset.pod import MUNGE_RESOURCES, PodContext, build_pod, template_hash
+from sunk.operator.nodeset.pod import (
+    MUNGE_RESOURCES,
+    NODE_TOLERATIONS,
+    PodContext,
+    build_pod,
+    template_hash,
+)
 from sunk.slurmconf.inputs import NodeSetInput
 
 
@@ -91,8 +97,10 @@ def plan(
     the Node free again; None counts every claim."""
     result = Plan()
     pod_spec = nodeset.spec.template.spec
-    tolerations = [*(pod_spec.get("tolerations") or []), names.LOCK_TOLERATION]
-    # Feasibility is judged on the pod as it will run: with the munge sidecar's requests.
+    # Feasibility is judged on the pod as it will run: with the tolerations every slurmd Pod
+    # gets (a cordoned or not-ready Node keeps its Pod, and the Syncer drains it in Slurm) and
+    # the munge sidecar's requests.
+    tolerations = [*(pod_spec.get("tolerations") or []), names.LOCK_TOLERATION, *NODE_TOLERATIONS]
     check_spec = {
         **pod_spec,
         "tolerations": tolerations,

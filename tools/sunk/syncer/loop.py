@@ -1,0 +1,139 @@
+"""One Syncer loop per SlurmCluster: read the cluster's slurmd Pods, their Nodes and the Slurm
+nodes, ``plan``, apply. Level-triggered and idempotent: a restart in the middle of anything
+converges at the next pass, and a steady state makes no writes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from typing import Any
+
+from sunk.operator import names
+from sunk.operator.kube import Kube, path_for
+from sunk.syncer.plan import (
+    DRAIN_ANNOTATION,
+    NODE_CONDITION,
+    POD_CONDITION,
+    Actions,
+    SlurmNode,
+    plan,
+)
+from sunk.syncer.restd import Slurmrestd
+
+INTERVAL_SECONDS = 5.0
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Syncer:
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        cluster: str,
+        rest_url: str,
+        jwt_secret: str,
+        log_level: str = "info",
+        interval: float = INTERVAL_SECONDS,
+    ) -> None:
+        self.kube, self.namespace, self.cluster = kube, namespace, cluster
+        self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
+        self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
+        self.log.setLevel(log_level.upper())
+        self.restd: Slurmrestd | None = None
+        self.passes = 0
+        self._last_error = ""
+
+    async def run(self) -> None:
+        self.log.info("syncing Slurm cluster %s/%s through %s", self.namespace, self.cluster,
+                      self.rest_url)  # fmt: skip
+        try:
+            while True:
+                try:
+                    await self.sync_once()
+                    self._last_error = ""
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # keep syncing: the next pass retries everything
+                    message = f"{type(exc).__name__}: {exc}"
+                    if message != self._last_error:  # once per distinct error, not per pass
+                        self.log.warning("sync pass failed: %s", message)
+                        self._last_error = message
+                await asyncio.sleep(self.interval)
+        finally:
+            if self.restd is not None:
+                await self.restd.close()
+
+    async def _client(self) -> Slurmrestd:
+        secret = await self.kube.get(path_for("v1", "secrets", self.namespace, self.jwt_secret))
+        if secret is None:
+            raise RuntimeError(f"JWT key Secret {self.namespace}/{self.jwt_secret} not found")
+        key = base64.b64decode(secret["data"]["jwt.key"])
+        if self.restd is None or self.restd.key != key:
+            if self.restd is not None:
+                await self.restd.close()
+            self.restd = Slurmrestd(self.rest_url, key)
+        return self.restd
+
+    async def sync_once(self) -> Actions:
+        restd = await self._client()
+        cluster = f"{names.LABEL_CLUSTER}={self.cluster}"
+        pods = await self.kube.list(
+            path_for("v1", "pods", self.namespace), f"{cluster},{names.LABEL_NODESET}"
+        )
+        nodes = {
+            n["metadata"]["name"]: n
+            for n in await self.kube.list(
+                path_for("v1", "nodes"), f"{cluster},{names.LABEL_NAMESPACE}={self.namespace}"
+            )
+        }
+        slurm = {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
+        actions = plan(pods, nodes, slurm)
+        await self._apply(restd, actions)
+        self.passes += 1
+        return actions
+
+    async def _apply(self, restd: Slurmrestd, actions: Actions) -> None:
+        for node, reason in actions.drain.items():
+            self.log.info("drain %s: %s", node, reason)
+            await restd.drain(node, reason)
+        for node in actions.resume:
+            self.log.info("resume %s (its k8s: cause cleared)", node)
+            await restd.resume(node)
+        for node, reason in actions.node_marks.items():
+            await self._mark_node(node, reason)
+        for (ns, pod), reason in actions.pod_marks.items():
+            await self.kube.strategic_patch(
+                path_for("v1", "pods", ns, pod, "status"),
+                {"status": {"conditions": [_condition(POD_CONDITION, reason)]}},
+            )
+
+    async def _mark_node(self, node: str, reason: str | None) -> None:
+        self.log.info("node %s: Slurm drain %s", node, repr(reason) if reason else "cleared")
+        await self.kube.merge_patch(
+            path_for("v1", "nodes", None, node),
+            {"metadata": {"annotations": {DRAIN_ANNOTATION: reason}}},
+        )
+        await self.kube.strategic_patch(
+            path_for("v1", "nodes", None, node, "status"),
+            {"status": {"conditions": [_condition(NODE_CONDITION, reason, heartbeat=True)]}},
+        )
+
+
+def _condition(ctype: str, reason: str | None, heartbeat: bool = False) -> dict[str, Any]:
+    """True with the Slurm reason as message while Slurm holds the node out of service."""
+    now = _now()
+    condition = {
+        "type": ctype,
+        "status": "True" if reason is not None else "False",
+        "reason": "SlurmDrain" if reason is not None else "SlurmInService",
+        "message": reason or "",
+        "lastTransitionTime": now,
+    }
+    if heartbeat:
+        condition["lastHeartbeatTime"] = now
+    return condition

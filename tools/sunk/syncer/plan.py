@@ -1,0 +1,121 @@
+"""What the Syncer changes, decided from what it sees: pure, unit-tested on plain dicts.
+
+Kubernetes → Slurm: a slurmd Pod that is not Ready, is being deleted, or sits on a cordoned
+Node drains its Slurm node with a reason that starts with ``k8s:``. The drain is removed when
+the cause clears, and put back if someone removes it while the cause persists. A drain whose
+reason does not start with ``k8s:`` is never touched.
+
+Slurm → Kubernetes: a drain or down that started in Slurm (its reason lacks the prefix) shows
+on the Node as the annotation ``sunk.coreweave.com/drain`` with the reason and the condition
+``SlurmCordon``, and on the Pod as the condition ``SlurmDrain``. Both are cleared when Slurm
+clears it. Drains the Syncer made itself set neither ``SlurmCordon`` nor the annotation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+K8S_PREFIX = "k8s:"
+DRAIN_ANNOTATION = "sunk.coreweave.com/drain"
+CORDON_REASON_ANNOTATION = "node.coreweave.cloud/cordonReason"
+NODE_CONDITION = "SlurmCordon"
+POD_CONDITION = "SlurmDrain"
+# Slurm node states (slurmrestd lists a base state and flags) that take a node out of service.
+OUT_OF_SERVICE = {"DRAIN", "DOWN", "FAIL"}
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    states: frozenset[str]
+    reason: str
+
+    @property
+    def drained(self) -> bool:
+        return bool(self.states & OUT_OF_SERVICE)
+
+    @property
+    def drained_by_us(self) -> bool:
+        return self.drained and self.reason.startswith(K8S_PREFIX)
+
+    @property
+    def drained_in_slurm(self) -> bool:
+        return self.drained and not self.reason.startswith(K8S_PREFIX)
+
+    @classmethod
+    def from_restd(cls, node: dict[str, Any]) -> SlurmNode:
+        state = node.get("state") or []
+        states = frozenset([state] if isinstance(state, str) else state)
+        return cls(node["name"], frozenset(s.upper() for s in states), node.get("reason") or "")
+
+
+@dataclass
+class Actions:
+    drain: dict[str, str] = field(default_factory=dict)  # Slurm node -> k8s: reason
+    resume: list[str] = field(default_factory=list)
+    # Kubernetes Node -> Slurm reason (None: clear) of a drain that started in Slurm
+    node_marks: dict[str, str | None] = field(default_factory=dict)
+    # (namespace, Pod) -> Slurm reason (None: clear)
+    pod_marks: dict[tuple[str, str], str | None] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.drain or self.resume or self.node_marks or self.pod_marks)
+
+
+def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
+    """Why this slurmd Pod's Slurm node must not take jobs (``k8s:`` reason), or None."""
+    meta = pod["metadata"]
+    if meta.get("deletionTimestamp"):
+        return f"{K8S_PREFIX} Pod {meta['name']} is being deleted"
+    if node is not None and (node.get("spec") or {}).get("unschedulable"):
+        annotations = node["metadata"].get("annotations") or {}
+        why = (annotations.get(CORDON_REASON_ANNOTATION) or "").strip()
+        cordoned = f"{K8S_PREFIX} Node {node['metadata']['name']} cordoned"
+        return f"{cordoned}: {why}" if why else cordoned
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return f"{K8S_PREFIX} Pod {meta['name']} not ready"
+    return None
+
+
+def _pod_mark(pod: dict[str, Any]) -> str | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == POD_CONDITION and c.get("status") == "True":
+            return c.get("message") or ""
+    return None
+
+
+def _node_mark(node: dict[str, Any]) -> str | None:
+    return (node["metadata"].get("annotations") or {}).get(DRAIN_ANNOTATION)
+
+
+def plan(
+    pods: list[dict[str, Any]],
+    nodes: dict[str, dict[str, Any]],
+    slurm: dict[str, SlurmNode],
+) -> Actions:
+    """``pods``: the cluster's slurmd Pods (Slurm node name = Pod name); ``nodes``: their
+    Kubernetes Nodes by name; ``slurm``: the Slurm nodes by name."""
+    actions = Actions()
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        current = slurm.get(name)
+        if current is None:
+            continue  # not registered (yet): nothing to drain
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = nodes.get(node_name or "")
+        cause = drain_cause(pod, node)
+        if cause is not None:
+            if not current.drained or (current.drained_by_us and current.reason != cause):
+                actions.drain[name] = cause
+        elif current.drained_by_us and "DOWN" not in current.states:
+            actions.resume.append(name)
+        # Slurm -> Kubernetes
+        slurm_reason = current.reason if current.drained_in_slurm else None
+        key = (pod["metadata"]["namespace"], name)
+        if _pod_mark(pod) != slurm_reason:
+            actions.pod_marks[key] = slurm_reason
+        if node is not None and _node_mark(node) != slurm_reason:
+            actions.node_marks[node["metadata"]["name"]] = slurm_reason
+    return actions

@@ -1,0 +1,86 @@
+"""slurmrestd's OpenAPI (data_parser v0.0.41, served by Slurm 24.11), with JWTs the Syncer mints
+from the cluster's auth/jwt key for SlurmUser ``slurm``: Slurm's own interface, no CLI text."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+import aiohttp
+
+API = "/slurm/v0.0.41"
+USER = "slurm"  # SlurmUser: an operator of Slurm; slurmrestd refuses tokens for root
+TOKEN_SECONDS = 600
+
+
+class SlurmApiError(RuntimeError):
+    """slurmrestd refused a request or could not be reached; the message says which."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def mint_token(key: bytes, user: str = USER, lifespan: int = TOKEN_SECONDS) -> str:
+    """An HS256 JWT as Slurm's auth/jwt verifies it (claims ``sun`` and ``exp``)."""
+    now = int(time.time())
+    header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = _b64(json.dumps({"iat": now, "exp": now + lifespan, "sun": user}).encode())
+    signature = hmac.new(key, f"{header}.{claims}".encode(), hashlib.sha256).digest()
+    return f"{header}.{claims}.{_b64(signature)}"
+
+
+class Slurmrestd:
+    def __init__(self, url: str, key: bytes, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.key = key
+        self.requests = 0
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._token = ("", 0.0)
+
+    def _headers(self) -> dict[str, str]:
+        token, expires = self._token
+        if time.time() > expires - 60:
+            token = mint_token(self.key)
+            self._token = (token, time.time() + TOKEN_SECONDS)
+        return {"X-SLURM-USER-NAME": USER, "X-SLURM-USER-TOKEN": token}
+
+    async def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self.requests += 1
+        try:
+            async with self._session.request(
+                method, self.url + API + path, json=body, headers=self._headers()
+            ) as response:
+                text = await response.text()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SlurmApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError:
+            data = {}
+        errors = data.get("errors") or []
+        if response.status >= 400 or errors:
+            detail = "; ".join(e.get("description") or e.get("error") or "" for e in errors)
+            raise SlurmApiError(f"{method} {path}: HTTP {response.status}: {detail or text[:300]}")
+        return data
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        return (await self._call("GET", "/nodes")).get("nodes") or []
+
+    async def drain(self, node: str, reason: str) -> None:
+        await self._call("POST", f"/node/{node}", {"state": ["DRAIN"], "reason": reason})
+
+    async def resume(self, node: str) -> None:
+        await self._call("POST", f"/node/{node}", {"state": ["RESUME"]})
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
