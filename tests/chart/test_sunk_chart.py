@@ -10,6 +10,11 @@ ALL_ON = (
     "operator.podMonitor.enabled=true",
     "operator.vmPodScrape.enabled=true",
 )
+# The scrape objects are rendered only where their APIs are served.
+API_VERSIONS = (
+    "monitoring.coreos.com/v1/PodMonitor",
+    "operator.victoriametrics.com/v1beta1/VMPodScrape",
+)
 
 
 def kinds(docs):

@@ -15,8 +15,15 @@
 {{- end -}}
 {{- end -}}
 
+{{/* A component's name: the full name cut first, so that "-<suffix>" always fits in 63
+characters (a Service name is a DNS label). Call with (dict "root" . "suffix" "operator"). */}}
+{{- define "sunk.componentName" -}}
+{{- $room := int (sub 62 (len .suffix)) -}}
+{{- printf "%s-%s" (include "sunk.fullname" .root | trunc $room | trimSuffix "-") .suffix -}}
+{{- end -}}
+
 {{- define "sunk.operatorName" -}}
-{{- printf "%s-operator" (include "sunk.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- include "sunk.componentName" (dict "root" . "suffix" "operator") -}}
 {{- end -}}
 
 {{- define "sunk.selectorLabels" -}}
