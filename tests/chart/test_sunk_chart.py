@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 ALL_ON = (
     "nvidia-device-plugin.enabled=true",
     "moco.enabled=true",
@@ -45,10 +47,30 @@ def test_default_objects(objects):
 
 
 def test_switches_add_their_objects(objects):
-    names = kinds(objects("sunk", sets=ALL_ON))
+    names = kinds(objects("sunk", sets=ALL_ON, api_versions=API_VERSIONS))
     assert "DaemonSet/rel-sunk-nvidia-device-plugin" in names
     assert "PodMonitor/rel-sunk-operator" in names
     assert "VMPodScrape/rel-sunk-operator" in names
+
+
+@pytest.mark.parametrize("served", [(), API_VERSIONS[:1], API_VERSIONS[1:]])
+def test_scrape_objects_only_where_their_api_is_served(objects, served):
+    names = kinds(objects("sunk", sets=ALL_ON, api_versions=served))
+    assert ("PodMonitor/rel-sunk-operator" in names) == (API_VERSIONS[0] in served)
+    assert ("VMPodScrape/rel-sunk-operator" in names) == (API_VERSIONS[1] in served)
+
+
+def test_notes_warn_when_a_scrape_api_is_missing(helm, repo):
+    """helm install has no --api-versions: a client dry run serves neither scrape API."""
+    cmd = [helm, "install", "rel", str(repo / "charts/sunk"), "--dry-run=client", "-n", "s"]
+    for item in ALL_ON:
+        cmd += ["--set", item]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    manifest, notes = proc.stdout.split("NOTES:", 1)
+    assert "kind: PodMonitor" not in manifest and "kind: VMPodScrape" not in manifest
+    assert "serve monitoring.coreos.com/v1 PodMonitor: none was created" in notes
+    assert "serve operator.victoriametrics.com/v1beta1 VMPodScrape: none was created" in notes
 
 
 def test_crds_can_be_left_out_and_are_kept_on_uninstall(objects):
@@ -100,6 +122,6 @@ def test_nodeset_crd_has_scale_status_and_columns(objects):
 
 
 def test_sunk_chart_snapshot(render, snapshot):
-    proc = render("sunk", sets=ALL_ON, ns="sunk")
+    proc = render("sunk", sets=ALL_ON, ns="sunk", api_versions=API_VERSIONS)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == snapshot
