@@ -15,6 +15,7 @@ from tests.chart.test_sunk_chart import ALL_ON, API_VERSIONS
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # Services: RFC 1035 label
 SUFFIXES = {
     "Deployment": "-operator",
+    "PodDisruptionBudget": "-operator",
     "ServiceAccount": "-operator",
     "ClusterRole": "-operator",
     "ClusterRoleBinding": "-operator",
