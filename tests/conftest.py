@@ -3,6 +3,7 @@ is a skip with the install command in the reason, never a silent pass."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,12 @@ import pytest
 from sunk.devenv.paths import tool_path
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The CLI takes helm from --helm, $SUNK_HELM or PATH, kubeconform from $SUNKCTL_KUBECONFORM or
+# PATH; the tests use the toolchain's pinned binaries unless the caller chose others.
+for _var, _tool in (("SUNK_HELM", "helm"), ("SUNKCTL_KUBECONFORM", "kubeconform")):
+    if not os.environ.get(_var) and tool_path(_tool) is not None:
+        os.environ[_var] = str(tool_path(_tool))
 # Each test directory is one tier; its tests carry the tier's marker.
 TIERS = ("unit", "chart", "slurm", "cluster", "e2e", "argocd", "images")
 

@@ -13,8 +13,16 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yam
 def render(helm, repo):
     """helm template of a chart with values files / --set; returns (rc, stdout, stderr)."""
 
-    def _render(chart: str, *files: Path, sets: tuple[str, ...] = (), ns: str = "tenant-slurm"):
+    def _render(
+        chart: str,
+        *files: Path,
+        sets: tuple[str, ...] = (),
+        ns: str = "tenant-slurm",
+        api_versions: tuple[str, ...] = (),
+    ):
         cmd = [helm, "template", "rel", str(repo / "charts" / chart), "-n", ns]
+        for api in api_versions:
+            cmd += ["--api-versions", api]
         for f in files:
             cmd += ["-f", str(f)]
         for s in sets:
@@ -27,8 +35,10 @@ def render(helm, repo):
 
 @pytest.fixture(scope="session")
 def objects(render):
-    def _objects(chart: str, *files: Path, sets: tuple[str, ...] = ()):
-        proc = render(chart, *files, sets=sets)
+    def _objects(
+        chart: str, *files: Path, sets: tuple[str, ...] = (), api_versions: tuple[str, ...] = ()
+    ):
+        proc = render(chart, *files, sets=sets, api_versions=api_versions)
         assert proc.returncode == 0, proc.stderr
         return [d for d in yaml.safe_load_all(proc.stdout) if d]
 

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 ALL_ON = (
     "nvidia-device-plugin.enabled=true",
     "moco.enabled=true",
     "operator.podMonitor.enabled=true",
     "operator.vmPodScrape.enabled=true",
+)
+# The scrape objects are rendered only where their APIs are served.
+API_VERSIONS = (
+    "monitoring.coreos.com/v1/PodMonitor",
+    "operator.victoriametrics.com/v1beta1/VMPodScrape",
 )
 
 
@@ -34,16 +41,37 @@ def test_default_objects(objects):
         "CustomResourceDefinition/slurmclusters.sunk.coreweave.com",
         "Deployment/rel-sunk-operator",
         "Pod/rel-sunk-operator-test",  # the `helm test` hook
+        "PodDisruptionBudget/rel-sunk-operator",
         "Service/rel-sunk-operator-metrics",
         "ServiceAccount/rel-sunk-operator",
     ]
 
 
 def test_switches_add_their_objects(objects):
-    names = kinds(objects("sunk", sets=ALL_ON))
+    names = kinds(objects("sunk", sets=ALL_ON, api_versions=API_VERSIONS))
     assert "DaemonSet/rel-sunk-nvidia-device-plugin" in names
     assert "PodMonitor/rel-sunk-operator" in names
     assert "VMPodScrape/rel-sunk-operator" in names
+
+
+@pytest.mark.parametrize("served", [(), API_VERSIONS[:1], API_VERSIONS[1:]])
+def test_scrape_objects_only_where_their_api_is_served(objects, served):
+    names = kinds(objects("sunk", sets=ALL_ON, api_versions=served))
+    assert ("PodMonitor/rel-sunk-operator" in names) == (API_VERSIONS[0] in served)
+    assert ("VMPodScrape/rel-sunk-operator" in names) == (API_VERSIONS[1] in served)
+
+
+def test_notes_warn_when_a_scrape_api_is_missing(helm, repo):
+    """helm install has no --api-versions: a client dry run serves neither scrape API."""
+    cmd = [helm, "install", "rel", str(repo / "charts/sunk"), "--dry-run=client", "-n", "s"]
+    for item in ALL_ON:
+        cmd += ["--set", item]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    manifest, notes = proc.stdout.split("NOTES:", 1)
+    assert "kind: PodMonitor" not in manifest and "kind: VMPodScrape" not in manifest
+    assert "serve monitoring.coreos.com/v1 PodMonitor: none was created" in notes
+    assert "serve operator.victoriametrics.com/v1beta1 VMPodScrape: none was created" in notes
 
 
 def test_crds_can_be_left_out_and_are_kept_on_uninstall(objects):
@@ -95,6 +123,115 @@ def test_nodeset_crd_has_scale_status_and_columns(objects):
 
 
 def test_sunk_chart_snapshot(render, snapshot):
-    proc = render("sunk", sets=ALL_ON, ns="sunk")
+    proc = render("sunk", sets=ALL_ON, ns="sunk", api_versions=API_VERSIONS)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == snapshot
+
+
+def one(docs, kind):
+    (doc,) = [d for d in docs if d["kind"] == kind]
+    return doc
+
+
+def test_service_account_create_name_annotations(objects):
+    docs = objects(
+        "sunk", sets=("operator.serviceAccount.annotations.iam\\.example\\.com/role=ops",)
+    )
+    account = one(docs, "ServiceAccount")
+    assert account["metadata"]["annotations"] == {"iam.example.com/role": "ops"}
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == (
+        "rel-sunk-operator"
+    )
+
+    docs = objects(
+        "sunk", sets=("operator.serviceAccount.create=false", "operator.serviceAccount.name=mine")
+    )
+    assert not [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
+    assert one(docs, "Pod")["spec"]["serviceAccountName"] == "mine"
+    assert one(docs, "ClusterRoleBinding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mine", "namespace": "tenant-slurm"}
+    ]
+
+    docs = objects("sunk", sets=("operator.serviceAccount.name=named",))
+    assert one(docs, "ServiceAccount")["metadata"]["name"] == "named"
+
+
+def test_common_labels_reach_every_object_and_never_override_the_charts(objects):
+    sets = ("commonLabels.team=hpc", "commonLabels.app\\.kubernetes\\.io/name=other")
+    docs = objects("sunk", sets=(*sets, *ALL_ON), api_versions=API_VERSIONS)
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["team"] == "hpc", doc["kind"]
+        if doc["kind"] != "CustomResourceDefinition":
+            assert labels["app.kubernetes.io/name"] == "sunk", doc["kind"]
+    for kind in ("Deployment", "DaemonSet"):
+        template = one(docs, kind)["spec"]["template"]["metadata"]["labels"]
+        assert template["team"] == "hpc"
+        assert "team" not in one(docs, kind)["spec"]["selector"]["matchLabels"]
+
+
+def test_pod_annotations_labels_priority_class_extra_args_and_env(objects):
+    docs = objects(
+        "sunk",
+        sets=(
+            "operator.podAnnotations.example\\.com/note=hello",
+            "operator.podLabels.team=hpc",
+            "operator.podLabels.app\\.kubernetes\\.io/component=hijack",
+            "operator.priorityClassName=system-cluster-critical",
+            "operator.extraArgs={--verbose,--peering=x}",
+            "operator.extraEnv[0].name=HTTPS_PROXY",
+            "operator.extraEnv[0].value=http://proxy:3128",
+        ),
+    )
+    deploy = one(docs, "Deployment")
+    meta = deploy["spec"]["template"]["metadata"]
+    assert meta["annotations"] == {"example.com/note": "hello"}
+    assert meta["labels"]["team"] == "hpc"
+    assert meta["labels"]["app.kubernetes.io/component"] == "operator"  # the selector holds
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    container = pod["containers"][0]
+    assert container["args"][-2:] == ["--verbose", "--peering=x"]
+    assert container["args"][0] == "--log-level=info"
+    assert container["env"][-1] == {"name": "HTTPS_PROXY", "value": "http://proxy:3128"}
+    assert [e["name"] for e in container["env"][:2]] == ["POD_NAME", "POD_NAMESPACE"]
+
+
+def test_replicas_are_spread_and_protected_by_a_pdb(objects):
+    docs = objects("sunk")
+    deploy = one(docs, "Deployment")
+    selector = deploy["spec"]["selector"]["matchLabels"]
+    (spread,) = deploy["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway" and spread["maxSkew"] == 1
+    assert spread["labelSelector"]["matchLabels"] == selector
+    assert spread["matchLabelKeys"] == ["pod-template-hash"]
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+
+    strict = objects(
+        "sunk",
+        sets=(
+            "operator.topologySpread.whenUnsatisfiable=DoNotSchedule",
+            "operator.topologySpread.topologyKey=topology.kubernetes.io/zone",
+            "operator.podDisruptionBudget.maxUnavailable=50%",
+        ),
+    )
+    (spread,) = one(strict, "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["whenUnsatisfiable"] == "DoNotSchedule"
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert one(strict, "PodDisruptionBudget")["spec"]["maxUnavailable"] == "50%"
+
+    single = objects("sunk", sets=("operator.replicas=1",))
+    assert not [d for d in single if d["kind"] == "PodDisruptionBudget"]
+    assert "topologySpreadConstraints" not in one(single, "Deployment")["spec"]["template"]["spec"]
+    off = objects(
+        "sunk",
+        sets=(
+            "operator.podDisruptionBudget.enabled=false",
+            "operator.topologySpread.enabled=false",
+        ),
+    )
+    assert not [d for d in off if d["kind"] == "PodDisruptionBudget"]
+    assert "topologySpreadConstraints" not in one(off, "Deployment")["spec"]["template"]["spec"]

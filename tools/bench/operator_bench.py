@@ -25,6 +25,7 @@ from tests.cluster.operator_process import OperatorProcess  # noqa: E402
 
 from sunk.chartio.helm import helm_binary  # noqa: E402
 from sunk.devenv.controlplane import ControlPlane  # noqa: E402
+from sunk.devenv.paths import tool_path  # noqa: E402
 from sunk.operator.kube import Kube, KubeConfig, path_for  # noqa: E402
 
 API = "/apis/sunk.coreweave.com/v1alpha1"
@@ -161,7 +162,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     args = parser.parse_args()
-    helm = helm_binary()
+    pinned = tool_path("helm")
+    helm = helm_binary(str(pinned) if pinned else None)
     parser_logs = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
     print(f"operator logs: {parser_logs}", flush=True)
     with ControlPlane() as cp:

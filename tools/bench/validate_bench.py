@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from sunk.chartio.helm import chart_path, helm_binary
-from sunk.devenv.paths import repo_root
+from sunk.devenv.paths import repo_root, tool_path
 
 
 def timed(cmd: list[str], ok: tuple[int, ...]) -> float:
@@ -35,8 +35,10 @@ def main() -> None:
     args = parser.parse_args()
     values = Path(args.values)
     sunkctl = str(Path(sys.executable).with_name("sunkctl"))
-    helm_cmd = [helm_binary(), "template", "slurm", str(chart_path("slurm")), "-f", str(values)]
-    validate_cmd = [sunkctl, "validate", str(values)]
+    pinned = tool_path("helm")
+    helm = helm_binary(str(pinned) if pinned else None)
+    helm_cmd = [helm, "template", "slurm", str(chart_path("slurm")), "-f", str(values)]
+    validate_cmd = [sunkctl, "validate", "--helm", helm, str(values)]
     # One warm-up each (page cache, the kubeconform schema cache).
     timed(helm_cmd, (0,))
     timed(validate_cmd, (0, 1))

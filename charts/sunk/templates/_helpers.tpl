@@ -15,8 +15,15 @@
 {{- end -}}
 {{- end -}}
 
+{{/* A component's name: the full name cut first, so that "-<suffix>" always fits in 63
+characters (a Service name is a DNS label). Call with (dict "root" . "suffix" "operator"). */}}
+{{- define "sunk.componentName" -}}
+{{- $room := int (sub 62 (len .suffix)) -}}
+{{- printf "%s-%s" (include "sunk.fullname" .root | trunc $room | trimSuffix "-") .suffix -}}
+{{- end -}}
+
 {{- define "sunk.operatorName" -}}
-{{- printf "%s-operator" (include "sunk.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- include "sunk.componentName" (dict "root" . "suffix" "operator") -}}
 {{- end -}}
 
 {{- define "sunk.selectorLabels" -}}
@@ -25,12 +32,29 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The chart's labels, then commonLabels (which never override them). */}}
 {{- define "sunk.labels" -}}
+{{- $own := include "sunk.ownLabels" . -}}
+{{- $own }}
+{{- $keys := fromYaml $own -}}
+{{- range $key, $value := .root.Values.commonLabels }}
+{{- if not (hasKey $keys $key) }}
+{{ $key }}: {{ $value | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "sunk.ownLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
 {{ include "sunk.selectorLabels" . }}
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/part-of: sunk
+{{- end -}}
+
+{{/* The operator's ServiceAccount: its own name, or serviceAccount.name. */}}
+{{- define "sunk.serviceAccountName" -}}
+{{- .Values.operator.serviceAccount.name | default (include "sunk.operatorName" .) -}}
 {{- end -}}
 
 {{/* Image reference from {repository, tag, digest}; global.imageRegistry is prefixed. */}}

@@ -9,7 +9,15 @@ from typer.testing import CliRunner
 
 from sunk.cli.main import app
 
-MONITORING = "operator:\n  podMonitor: {enabled: true}\n"
+# A kind with no schema of ours (the sunk chart renders its PodMonitor only where the API is
+# served, which `helm template` never says; an extra object always renders).
+MONITORING = """\
+compute:
+  nodes:
+    cpu: {definitions: [cpu-epyc]}
+extraObjects:
+  - {apiVersion: monitoring.coreos.com/v1, kind: PodMonitor, metadata: {name: m}, spec: {}}
+"""
 
 
 def run(*args: str):

@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
-from sunk.chartio import helm as helm_mod
 from sunk.cli.main import app
 
 BROKEN = (
@@ -139,13 +138,37 @@ def test_usage_errors_exit_2(files, args):
     assert "Traceback" not in result.output
 
 
-def test_missing_helm_is_exit_3(files, monkeypatch):
-    def no_helm() -> str:
-        raise helm_mod.HelmError("helm not found", missing=True)
-
-    monkeypatch.setattr(helm_mod, "helm_binary", no_helm)
+def test_missing_helm_is_exit_3_and_says_how_to_install_it(files, monkeypatch, tmp_path):
+    monkeypatch.delenv("SUNK_HELM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no helm on it
     result = run("good.yaml")
-    assert result.exit_code == 3 and "helm not found" in result.stderr
+    assert result.exit_code == 3, result.output
+    assert "helm not found on PATH" in result.stderr
+    assert "https://helm.sh/docs/intro/install/" in result.stderr
+    assert "--helm" in result.stderr and "SUNK_HELM" in result.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_named_helm_that_is_missing_is_not_replaced(files, monkeypatch, tmp_path, how):
+    missing = str(tmp_path / "no-such-helm")
+    args = ["good.yaml"]
+    if how == "flag":
+        args += ["--helm", missing]
+    else:
+        monkeypatch.setenv("SUNK_HELM", missing)
+    result = run(*args)
+    assert result.exit_code == 3, result.output
+    source = "--helm" if how == "flag" else "SUNK_HELM"
+    assert f"{source} {missing}: no such executable" in " ".join(result.stderr.split())
+
+
+def test_helm_from_the_flag_is_the_one_run(files, monkeypatch, tmp_path):
+    fake = tmp_path / "fake-helm"
+    fake.write_text("#!/bin/sh\necho 'fake helm ran' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    result = run("good.yaml", "--helm", str(fake))
+    assert result.exit_code == 1, result.output
+    assert "fake helm ran" in result.output
 
 
 def test_unexpected_crash_is_one_line_and_exit_3(files, monkeypatch):

@@ -1,4 +1,4 @@
-"""Find and run the pinned helm binary."""
+"""Find and run helm: ``--helm``, then ``$SUNK_HELM``, then helm on PATH."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv.paths import repo_root, tool_path
+from sunk.resources import ResourceError
+from sunk.resources import chart_dir as _chart_dir
 
 
 class HelmError(RuntimeError):
@@ -19,17 +20,36 @@ class HelmError(RuntimeError):
         self.missing = missing
 
 
-def helm_binary() -> str:
-    """$SUNKCTL_HELM, the project's pinned helm, or helm on PATH."""
-    candidates = [os.environ.get("SUNKCTL_HELM"), tool_path("helm"), shutil.which("helm")]
-    for candidate in candidates:
-        if candidate and Path(candidate).exists():
-            return str(candidate)
-    raise HelmError("helm not found: run `make setup` or set SUNKCTL_HELM", missing=True)
+INSTALL_HINT = (
+    "install Helm 3 (https://helm.sh/docs/intro/install/) and put it on PATH, "
+    "or pass --helm PATH or set SUNK_HELM"
+)
+
+
+def _executable(path: str) -> bool:
+    return Path(path).is_file() and os.access(path, os.X_OK)
+
+
+def helm_binary(explicit: str | None = None) -> str:
+    """``explicit`` (--helm), else $SUNK_HELM, else helm on PATH. A named binary that is not
+    there is an error of its own: it is never silently replaced by another helm."""
+    for source, candidate in (("--helm", explicit), ("SUNK_HELM", os.environ.get("SUNK_HELM"))):
+        if candidate:
+            found = candidate if os.sep in candidate else shutil.which(candidate)
+            if found and _executable(found):
+                return str(found)
+            raise HelmError(f"{source} {candidate}: no such executable; {INSTALL_HINT}", True)
+    found = shutil.which("helm")
+    if found:
+        return found
+    raise HelmError(f"helm not found on PATH: {INSTALL_HINT}", missing=True)
 
 
 def chart_path(name: str) -> Path:
-    return repo_root() / "charts" / name
+    try:
+        return _chart_dir(name)
+    except ResourceError as exc:
+        raise HelmError(str(exc), missing=True) from exc
 
 
 @dataclass(frozen=True)
@@ -38,11 +58,12 @@ class Release:
     name: str = "slurm"
     namespace: str = "tenant-slurm"
     kube_version: str | None = None
+    helm: str | None = None  # --helm; None: $SUNK_HELM, then PATH
 
 
 def template(release: Release, value_files: list[Path], set_values: list[str] = ()) -> str:
     cmd = [
-        helm_binary(),
+        helm_binary(release.helm),
         "template",
         release.name,
         str(chart_path(release.chart)),

@@ -19,6 +19,13 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+HELM_HELP = "helm binary (default: $SUNK_HELM, then helm on PATH)."
+
+
+def helm_option():
+    return typer.Option(None, "--helm", help=HELM_HELP, metavar="PATH")
+
+
 def fail(message: str, code: int) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}", markup=True)
     raise typer.Exit(code)

@@ -8,26 +8,33 @@ from rich.table import Table
 
 from sunk.chartio.helm import Release, template
 from sunk.chartio.manifests import parse_release
-from sunk.cli.common import EXIT_FINDINGS, fail, out, reported_errors
-from sunk.devenv.paths import repo_root
+from sunk.cli.common import EXIT_ENV, EXIT_FINDINGS, fail, helm_option, out, reported_errors
+from sunk.resources import checkout_root
 from sunk.slurmconf import RenderError, render_all
 
 
 def demo(
     examples: Path | None = None,
+    helm: str | None = helm_option(),
 ) -> None:
-    """Render every example cluster through the `sunk` and `slurm` charts and the Slurm renderer."""
-    root = repo_root()
+    """Render every example cluster through the `sunk` and `slurm` charts and the Slurm renderer.
+
+    The examples are a checkout's `examples/`; an installed sunkctl needs `--examples DIR`."""
+    root = checkout_root()
+    if examples is None and root is None:
+        fail("demo renders a checkout's examples/: run it in a checkout, or pass --examples DIR",
+             EXIT_ENV)  # fmt: skip
     directory = examples or root / "examples"
     with reported_errors():
-        operator = parse_release(template(Release(chart="sunk", name="sunk", namespace="sunk"), []))
+        operator_release = Release(chart="sunk", name="sunk", namespace="sunk", helm=helm)
+        operator = parse_release(template(operator_release, []))
         kinds = sorted({o["kind"] for o in operator.objects})
         out.print(
             f"[bold]sunk chart[/] (namespace sunk): {len(operator.objects)} objects — "
             + ", ".join(kinds)
         )
         for path in sorted(directory.glob("*.yaml")):
-            release = parse_release(template(Release(), [path]))
+            release = parse_release(template(Release(helm=helm), [path]))
             inputs = release.cluster_inputs("tenant-slurm")
             try:
                 rendered = render_all(inputs)

@@ -17,8 +17,22 @@ dev_app = typer.Typer(
 DIR_HELP = "State directory of the cluster (default: .tools/dev-cluster in the checkout)."
 
 
+NEEDS_CHECKOUT = (
+    "sunkctl dev needs a source checkout: the development environment (sunk.devenv) is not "
+    "part of the sunkctl wheel; clone the repository and run `make setup`"
+)
+
+
+def _devcluster():
+    """The development environment, imported here: it is not part of the CLI's runtime."""
+    try:
+        from sunk.devenv import devcluster
+    except ImportError:
+        fail(NEEDS_CHECKOUT, EXIT_ENV)
+    return devcluster
+
+
 def _errors():
-    # imported here: the development environment is not part of the CLI's runtime
     from sunk.devenv.controlplane import ControlPlaneError
     from sunk.devenv.deploy import DeployError
     from sunk.devenv.images import ImageBuildError
@@ -28,9 +42,7 @@ def _errors():
 
 
 def _dir(directory: Path | None) -> Path:
-    from sunk.devenv.devcluster import default_dir
-
-    return directory or default_dir()
+    return directory or _devcluster().default_dir()
 
 
 @dev_app.command()
@@ -42,8 +54,7 @@ def up(
     directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
 ) -> None:
     """Start (or reuse) the cluster, install both charts, run a two-node job; leave it up."""
-    from sunk.devenv import devcluster
-
+    devcluster = _devcluster()
     try:
         result = devcluster.up(
             _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}", markup=False)
@@ -59,8 +70,7 @@ def up(
 @dev_app.command()
 def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Stop the cluster and remove everything it made (processes, mounts, namespaces)."""
-    from sunk.devenv import devcluster
-
+    devcluster = _devcluster()
     try:
         devcluster.down(_dir(directory))
     except _errors() as exc:
@@ -71,8 +81,7 @@ def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) ->
 @dev_app.command()
 def status(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Say whether the cluster runs and where its kubeconfig is."""
-    from sunk.devenv import devcluster
-
+    devcluster = _devcluster()
     try:
         out.print(devcluster.status(_dir(directory)))
     except _errors() as exc:

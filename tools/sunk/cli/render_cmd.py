@@ -17,6 +17,7 @@ from sunk.cli.common import (
     err,
     existing_files,
     fail,
+    helm_option,
     out,
     reported_errors,
     write_or_print,
@@ -50,6 +51,7 @@ def render(
     namespace: str = typer.Option("tenant-slurm", "-n", "--namespace", help="Release namespace."),
     file: str | None = typer.Option(None, "--file", help="Print only this file (e.g. slurm.conf)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write the files into this directory."),
+    helm: str | None = helm_option(),
 ) -> None:
     """Render slurm.conf, gres.conf, cgroup.conf, topology.conf, … through the real chart.
 
@@ -66,7 +68,7 @@ def render(
         render_text(report, out, err)
         raise typer.Exit(EXIT_FINDINGS)
     with reported_errors():
-        manifest = template(Release(namespace=namespace), values, set_values)
+        manifest = template(Release(namespace=namespace, helm=helm), values, set_values)
         try:
             inputs = parse_release(manifest).cluster_inputs(namespace)
             rendered = render_all(inputs)

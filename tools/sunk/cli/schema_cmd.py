@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from sunk.devenv.paths import repo_root
+from sunk.cli.common import EXIT_ENV, fail
+from sunk.resources import checkout_root
 from sunk.schema.generate import stale, write_all
 
 
@@ -12,7 +13,13 @@ def schema(
     check: bool = typer.Option(False, "--check", help="Exit 1 if a generated file is stale."),
 ) -> None:
     """Write values.schema.json, values.yaml, README tables, CRDs and schemas/ from the models."""
-    root = repo_root()
+    root = checkout_root()
+    if root is None:
+        fail(
+            "schema regenerates a checkout's files (charts/, schemas/): run it from a source "
+            "checkout (an editable install), or set SUNK_REPO to one",
+            EXIT_ENV,
+        )
     if check:
         outdated = stale(root)
         for path in outdated:

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from sunk.cli.common import EXIT_ENV, EXIT_USAGE, err, fail, out
+from sunk.cli.common import EXIT_ENV, EXIT_USAGE, err, fail, helm_option, out
 from sunk.validate import Options
 from sunk.validate import validate as run_validate
 from sunk.validate.engine import baseline_entries, load_baseline
@@ -80,6 +80,7 @@ def validate(
         False, "--ignore-missing-schemas", help="Skip rendered kinds that have no schema."
     ),
     namespace: str = typer.Option("tenant-slurm", "-n", "--namespace", help="Release namespace."),
+    helm: str | None = helm_option(),
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule table and exit."),
     traceback: bool = typer.Option(False, "--traceback", help="Show tracebacks of crashes."),
 ) -> None:
@@ -103,6 +104,7 @@ def validate(
             baseline=load_baseline(baseline) if baseline else None,
             crd_schemas=[str(d) for d in crd_schemas],
             ignore_missing_schemas=ignore_missing_schemas,
+            helm=helm,
         )
         report = run_validate(options)
     except UsageError as exc:

@@ -305,7 +305,8 @@ def wheelhouse(repo: Path) -> Path:
         [*pip, "download", "--quiet", "--only-binary=:all:", "--implementation", "cp",
          "--python-version", OPERATOR_PYTHON, "--platform", "manylinux_2_17_x86_64",
          "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
-         "-c", str(repo / "tools" / "constraints.txt"), "-d", str(out), str(wheel)],
+         "-c", str(repo / "tools" / "constraints.txt"), "-d", str(out),
+         f"sunk[operator] @ {wheel.resolve().as_uri()}"],
         check=True,
     )  # fmt: skip
     stamp.write_text(key + "\n")

@@ -11,17 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sunk.resources import cache_dir, checkout_root
+
+__all__ = ["bin_dir", "cache_dir", "repo_root", "tool_path", "tools_dir"]
+
 
 def repo_root() -> Path:
     """The checkout this package is installed from (editable install), or ``$SUNK_REPO``."""
-    env = os.environ.get("SUNK_REPO")
-    if env:
-        return Path(env).resolve()
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "pyproject.toml").is_file() and (parent / "charts").is_dir():
-            return parent
-    return Path.cwd()
+    return checkout_root() or Path.cwd()
 
 
 def tools_dir() -> Path:
@@ -30,11 +27,6 @@ def tools_dir() -> Path:
 
 def bin_dir() -> Path:
     return tools_dir() / "bin"
-
-
-def cache_dir() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sunk"
-    return Path(os.environ.get("SUNK_CACHE_DIR", default))
 
 
 def tool_path(name: str) -> Path | None:

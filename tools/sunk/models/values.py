@@ -533,8 +533,51 @@ class SlurmValues(Strict):
 
 
 class MetricsScrape(Strict):
-    enabled: bool = Field(default=False, description="Render the scrape object.")
+    enabled: bool = Field(
+        default=False, description="Render the scrape object (only where its API is served)."
+    )
     interval: str = Field(default="30s", description="Scrape interval.")
+
+
+class ServiceAccount(Strict):
+    create: bool = Field(default=True, description="Create the operator's ServiceAccount.")
+    name: str | None = Field(
+        default=None,
+        description="Its name (default: the operator's name); with `create: false`, an "
+        "existing ServiceAccount the ClusterRole is bound to.",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        max_length=253,
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="ServiceAccount annotations (e.g. a cloud workload identity).",
+    )
+
+
+class TopologySpread(Strict):
+    enabled: bool = Field(
+        default=True, description="Spread the operator's replicas (one leads, one stands by)."
+    )
+    topologyKey: str = Field(
+        default="kubernetes.io/hostname", min_length=1, description="Node label to spread over."
+    )
+    maxSkew: int = Field(default=1, ge=1, le=INT32_MAX, description="Most uneven spread allowed.")
+    whenUnsatisfiable: Literal["ScheduleAnyway", "DoNotSchedule"] = Field(
+        default="ScheduleAnyway",
+        description="`DoNotSchedule` keeps a replica Pending rather than beside the other.",
+    )
+
+
+class PodDisruptionBudget(Strict):
+    enabled: bool = Field(
+        default=True, description="A PodDisruptionBudget when there is more than one replica."
+    )
+    maxUnavailable: int | str = Field(
+        default=1,
+        description="Replicas a voluntary disruption (a Node drain) may take at once: a count "
+        "or a percentage.",
+        json_schema_extra={"x-int-or-string": True},
+    )
 
 
 class Operator(Strict):
@@ -557,6 +600,29 @@ class Operator(Strict):
     affinity: dict[str, Any] | None = open_object("Operator affinity (raw).", default=None)
     nodeSelector: dict[str, str] = Field(default_factory=dict, description="Node selector.")
     priorityClassName: str | None = Field(default=None, description="PriorityClass.")
+    topologySpread: TopologySpread = Field(
+        default_factory=TopologySpread,
+        description="A topology spread constraint over the replicas (with `affinity` unset or "
+        "set: both apply).",
+    )
+    podDisruptionBudget: PodDisruptionBudget = Field(
+        default_factory=PodDisruptionBudget, description="Voluntary disruptions."
+    )
+    serviceAccount: ServiceAccount = Field(
+        default_factory=ServiceAccount, description="The operator's ServiceAccount."
+    )
+    podAnnotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations of the operator Pods."
+    )
+    podLabels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of the operator Pods (beside the chart's own)."
+    )
+    extraArgs: list[str] = Field(
+        default_factory=list, description="Extra operator arguments (after the chart's)."
+    )
+    extraEnv: list[dict[str, Any]] = open_object(
+        "Extra environment variables of the operator (raw EnvVar list).", default_factory=list
+    )
     watchNamespaces: list[str] = Field(
         default_factory=list, description="Namespaces to watch (empty: all)."
     )
@@ -607,6 +673,9 @@ class SunkValues(Strict):
     global_: Global = Field(default_factory=Global, alias="global", description="Chart-wide.")
     imagePullSecrets: list[dict[str, str]] = Field(
         default_factory=list, description="Pull secrets."
+    )
+    commonLabels: dict[str, str] = Field(
+        default_factory=dict, description="Labels added to every object the chart renders."
     )
     crds: Crds = Field(default_factory=Crds, description="CustomResourceDefinitions.")
     operator: Operator = Field(default_factory=Operator, description="The SUNK operator.")

@@ -127,9 +127,21 @@ def slurmcluster_crd() -> dict[str, Any]:
     )
 
 
+# The chart's commonLabels, after the CRD's own label (which they do not override).
+COMMON_LABELS = """\
+    {{- range $key, $value := .Values.commonLabels }}
+    {{- if ne $key "app.kubernetes.io/part-of" }}
+    {{ $key }}: {{ $value | quote }}
+    {{- end }}
+    {{- end }}
+"""
+OWN_LABEL = "    app.kubernetes.io/part-of: sunk\n"
+
+
 def _document(crd: dict[str, Any]) -> str:
     body = yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
-    return HEADER + body + FOOTER
+    assert body.count(OWN_LABEL) == 1
+    return HEADER + body.replace(OWN_LABEL, OWN_LABEL + COMMON_LABELS) + FOOTER
 
 
 def crd_documents() -> dict[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sunk.chartio.helm import Release
-from sunk.devenv.paths import repo_root
+from sunk.resources import ResourceError, chart_dir
 from sunk.validate import k8s_step, render_step
 from sunk.validate.coalesce import Coalesced, Layer, SetError, coalesce, set_layer
 from sunk.validate.errors import ToolError, UsageError
@@ -38,6 +38,7 @@ class Options:
     baseline: list[dict[str, Any]] | None = None
     crd_schemas: list[str] = field(default_factory=list)  # extra {group}/{kind}_{version}.json
     ignore_missing_schemas: bool = False
+    helm: str | None = None  # --helm; None: $SUNK_HELM, then PATH
 
 
 def display_name(path: Path) -> str:
@@ -92,7 +93,6 @@ class _Run:
         self.options = options
         self.report = Report()
         self.docs: dict[str, Document] = {}
-        self.root = repo_root()
         for directory in options.crd_schemas:
             if not Path(directory).is_dir():
                 raise UsageError(f"--crd-schemas {directory}: not a directory")
@@ -142,8 +142,14 @@ class _Run:
                 )
         return doc, findings
 
+    def chart_file(self, chart: str, name: str) -> Path:
+        try:
+            return chart_dir(chart) / name
+        except ResourceError as exc:
+            raise ToolError(str(exc)) from exc
+
     def defaults(self, chart: str) -> Layer:
-        path = self.root / "charts" / chart / "values.yaml"
+        path = self.chart_file(chart, "values.yaml")
         if not path.is_file():
             raise ToolError(f"chart {chart}: {path} is missing")
         name = display_name(path)
@@ -206,7 +212,7 @@ class _Run:
             self.keep(findings)
             return
         coalesced = coalesce(self.defaults(chart), layers)
-        schema_file = self.root / "charts" / chart / "values.schema.json"
+        schema_file = self.chart_file(chart, "values.schema.json")
         schema_findings = check_values(coalesced, str(schema_file))
         findings.extend(schema_findings)
         result.checks += ["schema", "rules"]
@@ -263,6 +269,7 @@ class _Run:
             name=self.options.release,
             namespace=self.options.namespace,
             kube_version=f"{self.kube_version}.0",
+            helm=self.options.helm,
         )
         files = [*bases, *([target] if target else [])]
         sizing = any(f.rule_id == "SUNK006" for f in findings)

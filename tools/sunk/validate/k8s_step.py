@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from sunk.devenv.paths import cache_dir, repo_root, tool_path
+from sunk.resources import ResourceError, cache_dir, schemas_dir
 from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.findings import K8S, Finding, Severity
 
@@ -82,7 +82,11 @@ def kind_file(kind: str, api_version: str) -> str:
 def schema_dirs(extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """Custom resource schema directories in kubeconform's {group}/{kind}_{version}.json
     layout: the user's (--crd-schemas) first, then ours."""
-    return (*extra, repo_root() / "schemas")
+    try:
+        ours = schemas_dir()
+    except ResourceError as exc:
+        raise ToolError(str(exc)) from exc
+    return (*extra, ours)
 
 
 def crd_schema_file(kind: str, api_version: str, dirs: tuple[Path, ...] = ()) -> Path | None:
@@ -137,7 +141,6 @@ def kubeconform_binary() -> str | None:
         return None
     for candidate in (
         os.environ.get("SUNKCTL_KUBECONFORM"),
-        tool_path("kubeconform"),
         shutil.which("kubeconform"),
     ):
         if candidate and Path(candidate).exists():

@@ -1,0 +1,91 @@
+"""The sunk chart's names fit Kubernetes' limits for every release name helm accepts: suffixes
+are added after the full name is cut, so a 53-character release (helm's maximum) or a
+63-character fullnameOverride still gives valid, distinct names that keep their suffix."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from tests.chart.test_sunk_chart import ALL_ON, API_VERSIONS
+
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # Services: RFC 1035 label
+SUFFIXES = {
+    "Deployment": "-operator",
+    "PodDisruptionBudget": "-operator",
+    "ServiceAccount": "-operator",
+    "ClusterRole": "-operator",
+    "ClusterRoleBinding": "-operator",
+    "Service": "-operator-metrics",
+    "Pod": "-operator-test",
+    "DaemonSet": "-nvidia-device-plugin",
+    "PodMonitor": "-operator",
+    "VMPodScrape": "-operator",
+}
+
+LONGEST = "r" * 53  # helm refuses longer release names
+CASES = {
+    "53-char release": (LONGEST, ()),
+    "53-char release containing the chart name": ("sunk" + "s" * 49, ()),
+    "release ending in a dash after the cut": ("a" * 50 + "-bc", ()),
+    "63-char fullnameOverride": ("rel", ("fullnameOverride=" + "f" * 63,)),
+    "63-char nameOverride": (LONGEST, ("nameOverride=" + "n" * 63,)),
+}
+
+
+def template(helm, repo, release, sets):
+    cmd = [helm, "template", release, str(repo / "charts/sunk"), "-n", "sunk"]
+    for item in (*ALL_ON, *sets):
+        cmd += ["--set", item]
+    for api in API_VERSIONS:
+        cmd += ["--api-versions", api]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.mark.parametrize(("release", "sets"), CASES.values(), ids=CASES.keys())
+def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
+    docs = template(helm, repo, release, sets)
+    seen = {}
+    for doc in docs:
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        if kind == "CustomResourceDefinition":
+            continue
+        assert len(name) <= 63, f"{kind}/{name}: {len(name)} characters"
+        assert DNS_LABEL.match(name), f"{kind}/{name}: not a DNS label"
+        assert name.endswith(SUFFIXES[kind]), f"{kind}/{name}"
+        assert "--" not in name, f"{kind}/{name}"
+        assert (kind, name) not in seen
+        seen[(kind, name)] = doc
+        for key, value in doc["metadata"].get("labels", {}).items():
+            assert len(str(value)) <= 63, f"{kind}/{name} label {key}={value}"
+    assert set(SUFFIXES) <= {kind for kind, _ in seen}
+
+    # The pieces still point at each other.
+    (deploy,) = [d for (k, _), d in seen.items() if k == "Deployment"]
+    (account,) = [n for (k, n) in seen if k == "ServiceAccount"]
+    (binding,) = [d for (k, _), d in seen.items() if k == "ClusterRoleBinding"]
+    (service,) = [d for (k, _), d in seen.items() if k == "Service"]
+    (test_pod,) = [d for (k, _), d in seen.items() if k == "Pod"]
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == account
+    assert binding["subjects"][0]["name"] == account
+    (role,) = [n for (k, n) in seen if k == "ClusterRole"]
+    assert binding["roleRef"]["name"] == role
+    pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert (
+        f"--deployment=sunk/{deploy['metadata']['name']}"
+        in test_pod["spec"]["containers"][0]["args"]
+    )
+
+
+def test_a_53_character_release_gets_the_longest_valid_service_name(helm, repo):
+    """The cut leaves room for the suffix: 63 characters, the most a Service name may have."""
+    docs = template(helm, repo, LONGEST, ())
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    assert len(service["metadata"]["name"]) == 63
+    assert service["metadata"]["name"] == ("r" * 53 + "-sunk")[:46] + "-operator-metrics"
