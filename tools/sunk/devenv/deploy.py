@@ -124,9 +124,13 @@ class SlurmDeployment:
             events = self.cluster.kubectl(
                 "get", "events", "-A", "--sort-by=.lastTimestamp", timeout=30
             ).splitlines()[-25:]
+            operator = self.cluster.kubectl(
+                "logs", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/component=operator",
+                "--tail=30", "--prefix", timeout=30,
+            )  # fmt: skip
         except NodeClusterError as exc:
             return f"(kubectl failed: {exc})"
-        return pods + "\n" + "\n".join(events)
+        return pods + "\n" + "\n".join(events) + "\noperator logs:\n" + operator
 
     def wait_ready(self, nodes: int, timeout: float = 900) -> None:
         """SlurmCluster Ready, one Running slurmd Pod per node, every Slurm node idle."""
