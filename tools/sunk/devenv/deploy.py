@@ -126,8 +126,9 @@ class SlurmDeployment:
             ).splitlines()[-25:]
             operator = self.cluster.kubectl(
                 "logs", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/component=operator",
-                "--tail=30", "--prefix", timeout=30,
+                "--tail=200", "--prefix", timeout=30,
             )  # fmt: skip
+            operator = "\n".join(operator.splitlines()[-40:])
         except NodeClusterError as exc:
             return f"(kubectl failed: {exc})"
         return pods + "\n" + "\n".join(events) + "\noperator logs:\n" + operator
@@ -155,7 +156,8 @@ class SlurmDeployment:
     def slurm_node(self, name: str) -> tuple[str, str]:
         """(state, reason) of a Slurm node as sinfo shows them, e.g. ("drained", "k8s: …")."""
         out = self.login("sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E")
-        state, _, reason = out.strip().partition("|")
+        # one line per partition the node is in, all alike
+        state, _, reason = out.strip().splitlines()[0].partition("|")
         return state, reason
 
     # --- acting -----------------------------------------------------------------------------

@@ -88,6 +88,8 @@ def run(argv: list[str] | None = None) -> None:
         level=args.log_level.upper() if hasattr(args, "log_level") else "INFO",
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # one line per probe request is noise; errors still show
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     if args.command == "check":
         sys.exit(asyncio.run(run_check(args)))
     with contextlib.suppress(KeyboardInterrupt):
