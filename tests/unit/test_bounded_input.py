@@ -23,7 +23,7 @@ def alias_bomb() -> str:
     return text  # 9^9 ≈ 387 million strings once expanded
 
 
-def test_alias_bomb_is_refused_in_under_a_second():
+def test_alias_bomb_is_refused_quickly():
     bomb = alias_bomb()
     assert len(bomb) < 600
     start = time.perf_counter()
@@ -32,7 +32,9 @@ def test_alias_bomb_is_refused_in_under_a_second():
     print(f"alias bomb refused in {elapsed * 1000:.0f} ms")
     assert doc is None
     assert "alias bomb" in findings[0].message and findings[0].line is not None
-    assert elapsed < 1.0
+    # a loose bound (it takes milliseconds; unguarded it ran over 60 s and 2 GB): a busy
+    # 2-core CI machine must not make it flaky
+    assert elapsed < 5.0
 
 
 def test_oversized_file_is_refused_unread():
@@ -40,7 +42,7 @@ def test_oversized_file_is_refused_unread():
     start = time.perf_counter()
     doc, findings = load_text(text, "big.yaml")
     assert doc is None and "limited to" in findings[0].message
-    assert time.perf_counter() - start < 0.5
+    assert time.perf_counter() - start < 5.0  # loose: refused unread, not parsed
 
 
 def test_normal_aliases_still_work():
