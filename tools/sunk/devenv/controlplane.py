@@ -841,10 +841,7 @@ class ControlPlane:
     def wait_node_ready(self, name: str, timeout: float = 60.0) -> dict:
         def ready() -> dict | None:
             node = self.client.get(f"/api/v1/nodes/{name}")
-            conditions = node.get("status", {}).get("conditions") or []
-            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-                return node
-            return None
+            return node if node_ready(node) else None
 
         return wait_for(ready, timeout, f"node {name} Ready")
 
@@ -856,6 +853,12 @@ class ControlPlane:
             return predicate()
 
         return wait_for(checked, timeout, what)
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """The Node's Ready condition is True."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _taint(taint: Mapping[str, str] | str) -> dict[str, str]:

@@ -54,6 +54,7 @@ from sunk.devenv.controlplane import (
     ControlPlane,
     ControlPlaneError,
     KubeClient,
+    node_ready,
     sign,
     wait_for,
     write_kubeconfig,
@@ -612,10 +613,7 @@ class NodeCluster:
         def ready() -> dict | None:
             self._check_alive(node)
             obj = self.client.get(f"/api/v1/nodes/{name}")
-            conditions = obj.get("status", {}).get("conditions") or []
-            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-                return obj
-            return None
+            return obj if node_ready(obj) else None
 
         self.log(f"{name}: waiting for Ready")
         return wait_for(ready, timeout or self.ready_timeout, f"node {name} Ready")
@@ -691,11 +689,8 @@ class NodeCluster:
         try:
             if self.client.request("GET", "/readyz", raw=True).strip() != "ok":
                 return False
-            for node in self.nodes:
-                obj = self.client.get(f"/api/v1/nodes/{node.name}")
-                conditions = obj.get("status", {}).get("conditions") or []
-                if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-                    return False
+            if not all(node_ready(self.client.get(f"/api/v1/nodes/{n.name}")) for n in self.nodes):
+                return False
         except (OSError, ValueError, KeyError, RuntimeError):
             return False
         return True
@@ -712,11 +707,8 @@ class NodeCluster:
         found: list[str] = []
         root = str(self.workdir) if self.workdir else None
         sockets = str(run_dir(self.run_id))
-        found += [
-            f"process {pid}: {_cmdline(pid)[:120]}"
-            for pid in _pids()
-            if pid != os.getpid() and any(m and m in _cmdline(pid) for m in (root, sockets))
-        ]
+        markers = [m for m in (root, sockets) if m]
+        found += [f"process {pid}: {_cmdline(pid)[:120]}" for pid in _matching_pids(*markers)]
         if Path(sockets).exists():
             found.append(f"directory {sockets}")
         if root:
@@ -840,9 +832,16 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _kill_matching(marker: str, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL, every process whose command line contains ``marker``."""
-    pids = [pid for pid in _pids() if marker in _cmdline(pid) and pid != os.getpid()]
+def _matching_pids(*markers: str) -> list[int]:
+    """Processes (not this one) whose command line contains one of ``markers``."""
+    return [
+        pid for pid in _pids() if pid != os.getpid() and any(m in _cmdline(pid) for m in markers)
+    ]
+
+
+def _kill_matching(*markers: str, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL, every process whose command line contains one of ``markers``."""
+    pids = _matching_pids(*markers)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -890,8 +889,8 @@ def teardown(workdir: Path, run_id: str) -> list[str]:
     the work dir, the cgroup roots and the network namespaces. Returns what could not be
     removed."""
     sockets = run_dir(run_id)
-    _kill_matching(str(workdir))
-    _kill_matching(str(sockets))  # shims and port forwards name only their sockets
+    # shims and port forwards name only their sockets
+    _kill_matching(str(workdir), str(sockets))
     for runc_root in workdir.glob("node-*/runc/*"):
         runc = default_bin_dir() / "runc"
         with contextlib.suppress(NodeClusterError):
