@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 GROUP = "sunk.coreweave.com"
 LABEL_NODESET = f"{GROUP}/nodeset"
 LABEL_NAMESPACE = f"{GROUP}/namespace"
@@ -52,6 +54,16 @@ def munge_secret(cluster: str) -> str:
 
 def jwt_secret(cluster: str) -> str:
     return f"{cluster}-jwt"
+
+
+def munge_secret_of(spec: Any) -> str:
+    """The munge key Secret a SlurmCluster spec uses: the user's, else the operator's."""
+    return spec.munge.existingSecret or munge_secret(spec.clusterName)
+
+
+def jwt_secret_of(spec: Any) -> str:
+    """The JWT key Secret a SlurmCluster spec uses: the user's, else the operator's."""
+    return spec.jwt.existingSecret or jwt_secret(spec.clusterName)
 
 
 def db_secret(cluster: str) -> str:

@@ -110,7 +110,7 @@ class Runtime:
             self.stop_syncer(ns, name)
             return
         url = f"http://{names.rest(spec.clusterName)}.{ns}.svc:6820"
-        secret = spec.jwt.existingSecret or names.jwt_secret(spec.clusterName)
+        secret = names.jwt_secret_of(spec)
         settings = (spec.clusterName, url, secret, spec.syncer.logLevel)
         current = self.syncers.get((ns, name))
         if current and current[0] == settings and not current[1].done():

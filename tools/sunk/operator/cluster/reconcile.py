@@ -31,8 +31,8 @@ MOCO_CRD = "mysqlclusters.moco.cybozu.com"
 
 async def ensure_keys(kube: Kube, name: str, ns: str, spec: SlurmClusterSpec) -> tuple[str, str]:
     key_labels = {names.LABEL_CLUSTER: spec.clusterName, names.LABEL_MANAGED_BY: names.MANAGER}
-    munge = spec.munge.existingSecret or names.munge_secret(spec.clusterName)
-    jwt = spec.jwt.existingSecret or names.jwt_secret(spec.clusterName)
+    munge = names.munge_secret_of(spec)
+    jwt = names.jwt_secret_of(spec)
     if not spec.munge.existingSecret:
         await create_once(kube, keys.secret(munge, ns, keys.munge_key(), key_labels))
     if not spec.jwt.existingSecret:

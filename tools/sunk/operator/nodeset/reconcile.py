@@ -123,7 +123,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
         reserved_memory=spec.reservedMemory
         if spec.reservedMemory is not None
         else cluster.compute.reservedMemory,
-        munge_secret=cluster.munge.existingSecret or names.munge_secret(cluster.clusterName),
+        munge_secret=names.munge_secret_of(cluster),
         controller_image=image_ref(cluster.controller.image, cluster.global_.imageRegistry),
         config_map=names.config_map(cluster.clusterName),
         prolog_config_map=cluster.scripts.prolog,
