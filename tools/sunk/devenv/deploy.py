@@ -167,24 +167,20 @@ class SlurmDeployment:
             "exec", "-n", self.namespace, pod, "-c", container, "--", *command, timeout=timeout
         )
 
-    def login_pod(self) -> str:
+    def login_target(self) -> tuple[str, str]:
+        """(Pod, container) of the running login Pod: one lookup for each command."""
         pods = self.running_pods("login")
         if not pods:
             raise DeployError("no login Pod is running")
-        return pods[0]["metadata"]["name"]
-
-    def login_container(self) -> str:
-        pod = self.cluster.client.get(
-            f"/api/v1/namespaces/{self.namespace}/pods/{self.login_pod()}"
-        )
-        return pod["spec"]["containers"][0]["name"]
+        return pods[0]["metadata"]["name"], pods[0]["spec"]["containers"][0]["name"]
 
     def login(self, *command: str, timeout: float = 300) -> str:
         """Run ``command`` in the login Pod (as root, like `kubectl exec`)."""
-        return self.exec(self.login_pod(), self.login_container(), *command, timeout=timeout)
+        return self.exec(*self.login_target(), *command, timeout=timeout)
 
     def shell_command(self) -> str:
         """The one command a person types to get a shell in the login Pod."""
+        pod, container = self.login_target()
         return shlex.join(
             [
                 str(bin_dir() / "kubectl"),
@@ -193,9 +189,9 @@ class SlurmDeployment:
                 "-it",
                 "-n",
                 self.namespace,
-                self.login_pod(),
+                pod,
                 "-c",
-                self.login_container(),
+                container,
                 "--",
                 "bash",
                 "-l",
@@ -211,11 +207,4 @@ class SlurmDeployment:
     def secret_data(self, name: str) -> dict:
         return self.cluster.client.get(f"/api/v1/namespaces/{self.namespace}/secrets/{name}")[
             "data"
-        ]
-
-    def events(self, reason: str) -> list[dict]:
-        return [
-            e
-            for e in self.cluster.client.list(f"/api/v1/namespaces/{self.namespace}/events")
-            if e.get("reason") == reason
         ]
