@@ -11,6 +11,7 @@ from sunk.operator.nodeset.naming import pod_name
 from sunk.operator.nodeset.plan import budget, plan
 from sunk.operator.nodeset.pod import PodContext, template_hash
 from sunk.slurmconf.inputs import NodeSetInput
+from sunk.syncer.plan import SlurmNode
 
 CTX = PodContext(
     namespace="ns",
@@ -143,9 +144,9 @@ def test_replicas_limit_and_scale_down_prefers_not_ready_then_newest():
     pods[0]["status"] = {"conditions": [{"type": "Ready", "status": "False"}]}
     result = plan(nodeset(replicas=2), OWNER, CTX, nodes, pods)
     assert result.create == []
-    # Placement is kept stable (n0, n1 chosen), so the surplus is n2 and n3; newest first.
-    assert result.delete == [("gpu-000-003", "scaled down"), ("gpu-000-002", "scaled down")]
-    assert sorted(result.release) == ["n2", "n3"]
+    # Without Slurm state: the not-ready Pod goes first, then the newest ready one.
+    assert result.delete == [("gpu-000-000", "scaled down"), ("gpu-000-003", "scaled down")]
+    assert result.release == []  # claims go with the last Pod on the Node
     assert result.status["desiredNumberScheduled"] == 2
 
 
@@ -206,3 +207,92 @@ def test_claim_by_a_deleted_nodeset_is_stale():
     result = plan(nodeset(), OWNER, CTX, [stale], [], live_nodesets={("ns", "gpu")})
     assert result.conflicts == {}
     assert result.claim == ["n0"]
+
+
+def ready_pods(nodes, ns=None):
+    pods = plan(ns or nodeset(), OWNER, CTX, nodes, []).create
+    for index, pod in enumerate(pods):
+        pod["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:{index:02d}Z"
+        pod["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    return pods
+
+
+def slurm_view(**states):
+    """Pod name (dashes as underscores) → Slurm states, e.g. gpu_000_001=("IDLE",)."""
+    return {
+        k.replace("_", "-"): SlurmNode(k.replace("_", "-"), frozenset(v), "")
+        for k, v in states.items()
+    }
+
+
+def test_scale_down_uses_slurm_state_not_ready_idle_draining_running_then_newest():
+    mine = {names.LABEL_NODESET: "gpu", names.LABEL_NAMESPACE: "ns"}
+    nodes = [node(f"n{i}", f"10.1.0.{i}", dict(mine)) for i in range(1, 6)]
+    pods = ready_pods(nodes)  # gpu-000-001 (oldest) … gpu-000-005 (newest)
+    view = slurm_view(
+        gpu_000_001=("IDLE",),
+        gpu_000_002=("ALLOCATED",),
+        gpu_000_003=("MIXED", "DRAIN"),
+        gpu_000_004=("IDLE", "NOT_RESPONDING"),
+        gpu_000_005=("ALLOCATED",),
+    )
+    order = [d[0] for d in plan(nodeset(replicas=0), OWNER, CTX, nodes, pods, slurm=view).delete]
+    assert order == ["gpu-000-004", "gpu-000-001", "gpu-000-003", "gpu-000-005", "gpu-000-002"]
+    # Scaling down by one removes only the not-responding node; the running ones stay.
+    one = plan(nodeset(replicas=4), OWNER, CTX, nodes, pods, slurm=view)
+    assert one.delete == [("gpu-000-004", "scaled down")]
+    assert one.release == []  # the Node stays claimed while its Pod drains
+    gone = [p for p in pods if p["metadata"]["name"] != "gpu-000-004"]
+    after = plan(nodeset(replicas=4), OWNER, CTX, nodes, gone, slurm=view)
+    assert (after.delete, after.release, after.create) == ([], ["n4"], [])
+
+
+def test_status_counts_come_from_slurm_state():
+    nodes = [node(f"n{i}", f"10.1.0.{i}") for i in range(1, 5)]
+    pods = ready_pods(nodes)
+    pods[0]["metadata"].setdefault("annotations", {})[names.ANN_REMOVAL] = "scaled down"
+    view = slurm_view(
+        gpu_000_001=("IDLE", "DRAIN"),
+        gpu_000_002=("ALLOCATED",),
+        gpu_000_003=("DOWN",),
+        gpu_000_004=("IDLE",),
+    )
+    status = plan(nodeset(), OWNER, CTX, nodes, pods, slurm=view).status
+    assert (status["numberDrain"], status["numberIdle"], status["numberAllocated"]) == (2, 1, 1)
+    assert (status["numberDown"], status["numberRemoving"]) == (1, 1)
+    without = plan(nodeset(), OWNER, CTX, nodes, pods).status
+    assert (without["numberDrain"], without["numberAllocated"]) == (0, 0)
+
+
+def test_rolling_update_counts_draining_pods_and_keeps_them_chosen():
+    nodes = [node(f"n{i}", f"10.1.0.{i}") for i in range(1, 5)]
+    pods = ready_pods(nodes)
+    changed = nodeset(maxUnavailable=1, features={"staticFeatures": ["new"]})
+    view = slurm_view(**{f"gpu_000_00{i}": ("ALLOCATED",) for i in range(1, 5)})
+    first = plan(changed, OWNER, CTX, nodes, pods, slurm=view)
+    # Budget one: the newest running Pod is picked; no other Pod is touched meanwhile.
+    assert first.delete == [("gpu-000-004", "template changed")]
+    pods[3]["metadata"].setdefault("annotations", {})[names.ANN_REMOVAL] = "template changed"
+    view["gpu-000-004"] = SlurmNode("gpu-000-004", frozenset({"ALLOCATED", "DRAIN"}), "k8s: x")
+    # Another node went idle meanwhile: the draining Pod still holds the whole budget.
+    view["gpu-000-001"] = SlurmNode("gpu-000-001", frozenset({"IDLE"}), "")
+    again = plan(changed, OWNER, CTX, nodes, pods, slurm=view)
+    assert again.delete == [("gpu-000-004", "template changed")]
+    assert again.status["numberOutdated"] == 4
+
+
+def test_on_delete_strategy_never_replaces_outdated_pods():
+    nodes = [node(f"n{i}", f"10.1.0.{i}") for i in range(1, 4)]
+    pods = ready_pods(nodes)
+    changed = nodeset(
+        maxUnavailable="100%",
+        features={"staticFeatures": ["new"]},
+        updateStrategy={"type": "OnDelete"},
+    )
+    result = plan(changed, OWNER, CTX, nodes, pods)
+    assert result.delete == [] and result.rolling
+    assert result.status["numberOutdated"] == 3
+    # a deleted Pod comes back with the new template
+    recreated = plan(changed, OWNER, CTX, nodes, pods[1:])
+    created = recreated.create[0]["metadata"]["annotations"][names.ANN_TEMPLATE_HASH]
+    assert created == template_hash(changed)

@@ -95,3 +95,34 @@ def test_minted_token_is_an_hs256_jwt_slurm_verifies():
     assert base64.urlsafe_b64decode(signature + "==") == expected
     body = json.loads(base64.urlsafe_b64decode(claims + "=="))
     assert body["sun"] == "slurm" and body["exp"] - body["iat"] == 600
+
+
+def test_a_pod_marked_for_removal_is_drained_with_its_reason():
+    marked = pod("p")
+    marked["metadata"]["annotations"] = {"sunk.coreweave.com/removal": "scaled down"}
+    assert drain_cause(marked, node()) == "k8s: Pod p is being removed: scaled down"
+    assert plan([marked], {"n1": node()}, slurm("p", "ALLOCATED")).drain == {
+        "p": "k8s: Pod p is being removed: scaled down"
+    }
+
+
+def test_dynamic_nodes_without_a_pod_are_forgotten_and_static_ones_kept():
+    view = {
+        **slurm("gone", "IDLE", "DRAIN", "DYNAMIC_NORM", reason="k8s: Pod gone is being removed"),
+        **slurm("static", "IDLE"),
+        **slurm("p", "IDLE", "DYNAMIC_NORM"),
+    }
+    actions = plan([pod("p")], {"n1": node()}, view)
+    assert actions.forget == ["gone"]
+    assert not actions.drain and not actions.resume
+
+
+def test_slurm_state_classes_for_scale_down():
+    def cls(*states):
+        return SlurmNode("x", frozenset(states), "").activity
+
+    assert cls("IDLE") == "idle" and cls("IDLE", "DRAIN") == "idle"
+    assert cls("ALLOCATED") == "running" and cls("MIXED", "DRAIN") == "draining"
+    assert cls("IDLE", "NOT_RESPONDING") == "not-ready" and cls("DOWN") == "not-ready"
+    assert SlurmNode("x", frozenset({"IDLE", "DRAIN"}), "").removable
+    assert not SlurmNode("x", frozenset({"COMPLETING", "DRAIN"}), "").removable

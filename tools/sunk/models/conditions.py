@@ -89,6 +89,13 @@ TEMPLATE_CHANGED = Reason(
     (NODESET,),
     "a rolling update replaces Pods that run an older template",
 )
+WAITING_FOR_JOBS = Reason(
+    "WaitingForJobs",
+    Health.PROGRESSING,
+    (NODESET,),
+    "Pods being removed are drained in Slurm and wait for their jobs to end",
+)
+NO_REMOVAL = Reason("NoRemoval", Health.HEALTHY, (NODESET,), "no Pod is waiting to be removed")
 # SlurmCluster
 COMPONENT_READY = Reason(
     "Ready", Health.HEALTHY, (SLURMCLUSTER,), "a component's workloads are ready"
@@ -127,6 +134,8 @@ REASONS: tuple[Reason, ...] = (
     NODE_CONFLICT,
     NO_CONFLICT,
     TEMPLATE_CHANGED,
+    WAITING_FOR_JOBS,
+    NO_REMOVAL,
     COMPONENT_READY,
     ALL_COMPONENTS_READY,
     DATABASE_UNAVAILABLE,

@@ -40,6 +40,7 @@ from sunk.models.values import (
     SlurmConfig,
     Syncer,
     Topology,
+    UpdateStrategy,
 )
 
 GROUP = "sunk.coreweave.com"
@@ -164,7 +165,12 @@ class NodeSetSpec(Strict):
         max_length=40,
         description="Pod and Slurm node name prefix.",
     )
-    maxUnavailable: IntOrPercent = Field(default="10%", description="Rolling update budget.")
+    maxUnavailable: IntOrPercent = Field(
+        default="10%", description="Rolling update budget (draining Pods count)."
+    )
+    updateStrategy: UpdateStrategy = Field(
+        default_factory=UpdateStrategy, description="How outdated Pods are replaced."
+    )
     gresGpu: str | None = Field(
         default=None, pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$", description="GPU GRES `type:count`."
     )
@@ -189,7 +195,14 @@ class NodeSetStatus(Strict):
     numberFeasible: int = Field(default=0, description="Nodes the NodeSet may use.")
     currentNumberScheduled: int = Field(default=0, description="Pods that exist.")
     numberReady: int = Field(default=0, description="Pods ready.")
-    numberDrain: int = Field(default=0, description="Slurm nodes drained.")
+    numberDrain: int = Field(default=0, description="Slurm nodes drained (Syncer).")
+    numberIdle: int = Field(default=0, description="Slurm nodes idle (Syncer).")
+    numberAllocated: int = Field(default=0, description="Slurm nodes running jobs (Syncer).")
+    numberDown: int = Field(default=0, description="Slurm nodes down or not responding (Syncer).")
+    numberRemoving: int = Field(
+        default=0, description="Pods being removed safely: drained, waiting for their jobs."
+    )
+    numberOutdated: int = Field(default=0, description="Pods whose template is outdated.")
     numberMisscheduled: int = Field(default=0, description="Pods on Nodes no longer feasible.")
     numberUnavailable: int = Field(default=0, description="Desired pods not ready.")
     selector: str | None = Field(default=None, description="Label selector (scale subresource).")

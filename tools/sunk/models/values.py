@@ -300,6 +300,14 @@ class NodeGroup(PodOptions):
     )
 
 
+class UpdateStrategy(Strict):
+    type: Literal["RollingUpdate", "OnDelete"] = Field(
+        default="RollingUpdate",
+        description="RollingUpdate: drain and replace outdated Pods within maxUnavailable, "
+        "never under a running job; OnDelete: replace a Pod only when someone deletes it.",
+    )
+
+
 class Partition(Strict):
     name: str = Field(description="Partition name.", pattern=r"^[A-Za-z0-9_.-]+$")
     nodeSets: list[SlurmName] = Field(
@@ -341,7 +349,8 @@ class ClusterCompute(Strict):
         default="4Gi", description="Memory kept from Slurm: DefMemPerCPU = (limit − this) ÷ CPUs."
     )
     maxUnavailable: IntOrPercent = Field(
-        default="10%", description="Pods unavailable at once during rolling updates."
+        default="10%",
+        description="Pods unavailable at once during rolling updates (draining ones count).",
     )
     generateTopology: bool = Field(
         default=True, description="Generate topology.conf from Node labels."
@@ -352,6 +361,10 @@ class ClusterCompute(Strict):
 
 
 class Compute(ClusterCompute):
+    updateStrategy: UpdateStrategy = Field(
+        default_factory=UpdateStrategy,
+        description="How slurmd Pods are replaced when their template changes.",
+    )
     nodeDefaults: NodeGroup = Field(
         default_factory=lambda: NodeGroup(enabled=True, replicas=1),
         description="Chart defaults under every group (merged first).",
@@ -417,10 +430,25 @@ class Munge(KeySecret):
     resources: Resources | None = Field(default=None, description="munge sidecar resources.")
 
 
-class Syncer(PodOptions):
-    enabled: bool = Field(default=True, description="Sync Slurm node state with pods.")
+class Syncer(Strict):
+    """The Syncer runs inside the operator's leader (one loop per cluster): it has no Pod of
+    its own, so it takes no Pod options."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Sync Slurm node state with pods and remove slurmd Pods safely "
+        "(needs `rest.enabled` and `jwt.enabled`).",
+    )
     logLevel: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Syncer log level."
+    )
+    removalGracePeriodSeconds: int = Field(
+        default=0,
+        ge=0,
+        le=INT32_MAX,
+        description="How long a slurmd Pod being removed (scale-down, update, lost Node, "
+        "deleted NodeSet) may keep running jobs after it is drained; then it is deleted and "
+        "its jobs fail. 0 waits for the jobs however long they run.",
     )
 
 

@@ -16,6 +16,12 @@ ANN_CONFIG_HASH = f"{GROUP}/config-hash"
 ANN_TEMPLATE_HASH = f"{GROUP}/template-hash"
 ANN_SPEC_HASH = f"{GROUP}/spec-hash"
 ANN_LOCK = f"{GROUP}/lock"
+# Safe removal: the operator's decision to remove a slurmd Pod (value: why) and when it was
+# taken (RFC 3339). The Syncer drains the Slurm node; the Pod goes once it runs no job.
+ANN_REMOVAL = f"{GROUP}/removal"
+ANN_REMOVAL_SINCE = f"{GROUP}/removal-since"
+# Held on a NodeSet while its Pods are removed safely after the NodeSet was deleted.
+FINALIZER_SAFE_REMOVAL = f"{GROUP}/safe-removal"
 LOCK_TAINT = f"{GROUP}/lock"
 LOCK_TOLERATION = {"key": LOCK_TAINT, "operator": "Exists", "effect": "NoExecute"}
 

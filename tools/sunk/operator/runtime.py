@@ -30,6 +30,13 @@ RESYNC_SECONDS = 60
 
 
 @dataclass
+class RunningSyncer:
+    settings: tuple[object, ...]
+    syncer: Syncer
+    task: asyncio.Task
+
+
+@dataclass
 class Runtime:
     config: KubeConfig
     kube: Kube
@@ -41,10 +48,8 @@ class Runtime:
     known: dict[tuple[str, str, str], str] = field(default_factory=dict)
     node_fingerprints: dict[str, str] = field(default_factory=dict)
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
-    # One Syncer per SlurmCluster (namespace, name): its settings and its task.
-    syncers: dict[tuple[str, str], tuple[tuple[str, ...], asyncio.Task]] = field(
-        default_factory=dict
-    )
+    # One Syncer per SlurmCluster (namespace, name).
+    syncers: dict[tuple[str, str], RunningSyncer] = field(default_factory=dict)
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -65,7 +70,7 @@ class Runtime:
                 await reconcile_cluster(self.kube, body)
                 self.ensure_syncer(ns, name, body)
             else:
-                status = await reconcile_nodeset(self.kube, body)
+                status = await reconcile_nodeset(self.kube, body, self.slurm_link)
                 self.metrics.nodesets[(ns, name)] = status
         except Exception as exc:
             self.metrics.errors[kind] += 1
@@ -113,16 +118,40 @@ class Runtime:
         secret = names.jwt_secret_of(spec)
         settings = (spec.clusterName, url, secret, spec.syncer.logLevel)
         current = self.syncers.get((ns, name))
-        if current and current[0] == settings and not current[1].done():
+        if current and current.settings == settings and not current.task.done():
             return
         self.stop_syncer(ns, name)
-        syncer = Syncer(self.kube, ns, spec.clusterName, url, secret, spec.syncer.logLevel)
-        self.syncers[(ns, name)] = (settings, asyncio.get_running_loop().create_task(syncer.run()))
+        cluster = spec.clusterName
+        syncer = Syncer(
+            self.kube,
+            ns,
+            cluster,
+            url,
+            secret,
+            spec.syncer.logLevel,
+            on_change=lambda: self.enqueue_nodesets(ns, cluster),
+        )
+        task = asyncio.get_running_loop().create_task(syncer.run())
+        self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)
 
     def stop_syncer(self, ns: str, name: str) -> None:
         entry = self.syncers.pop((ns, name), None)
         if entry:
-            entry[1].cancel()
+            entry.task.cancel()
+            # Their removals now proceed without Slurm state (or wait for a new Syncer).
+            self.enqueue_nodesets(ns, entry.syncer.cluster)
+
+    def slurm_link(self, ns: str, cluster: str) -> Syncer | None:
+        """The running Syncer of the cluster named ``cluster`` in ``ns``, if any."""
+        for (kns, _), entry in self.syncers.items():
+            if kns == ns and entry.syncer.cluster == cluster and not entry.task.done():
+                return entry.syncer
+        return None
+
+    def enqueue_nodesets(self, ns: str, cluster: str) -> None:
+        for (kind, kns, name), cluster_name in list(self.known.items()):
+            if kind == "NodeSet" and kns == ns and cluster_name == cluster:
+                self.enqueue(kind, ns, name)
 
     def enqueue(self, kind: str, ns: str, name: str) -> None:
         if self.queue is not None and self.watches(ns):

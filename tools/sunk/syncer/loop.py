@@ -1,6 +1,10 @@
 """One Syncer loop per SlurmCluster: read the cluster's slurmd Pods, their Nodes and the Slurm
 nodes, ``plan``, apply. Level-triggered and idempotent: a restart in the middle of anything
-converges at the next pass, and a steady state makes no writes."""
+converges at the next pass, and a steady state makes no writes.
+
+The operator's NodeSet reconciler reads the latest Slurm view through ``view()`` (scale-down
+order, safe removal, status counts) and is woken through ``on_change`` when that view changes
+in a way it cares about; ``forget`` deletes a node record before its name is reused."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import asyncio
 import base64
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sunk.operator import names
@@ -20,9 +25,10 @@ from sunk.syncer.plan import (
     SlurmNode,
     plan,
 )
-from sunk.syncer.restd import Slurmrestd
+from sunk.syncer.restd import SlurmApiError, Slurmrestd
 
 INTERVAL_SECONDS = 5.0
+STALE_PASSES = 3  # a view older than this many intervals is not trusted for removals
 
 
 def _now() -> str:
@@ -39,14 +45,35 @@ class Syncer:
         jwt_secret: str,
         log_level: str = "info",
         interval: float = INTERVAL_SECONDS,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
+        self.on_change = on_change
         self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
         self.restd: Slurmrestd | None = None
         self.passes = 0
         self._last_error = ""
+        self._view: dict[str, SlurmNode] = {}
+        self._view_at = 0.0  # monotonic time the view was read; 0: never
+
+    def view(self) -> dict[str, SlurmNode] | None:
+        """The Slurm nodes as last read, or None when that is too old to act on."""
+        if time.monotonic() - self._view_at > STALE_PASSES * self.interval + 10:
+            return None
+        return self._view
+
+    async def forget(self, node: str) -> None:
+        """Delete a dynamic node record (its Pod is gone); one already gone is fine."""
+        restd = await self._client()
+        try:
+            await restd.delete_node(node)
+        except SlurmApiError as exc:
+            if not restd.missing(exc):
+                raise
+        self._view.pop(node, None)
+        self.log.info("deleted Slurm node %s (its Pod is gone)", node)
 
     async def run(self) -> None:
         self.log.info("syncing Slurm cluster %s/%s through %s", self.namespace, self.cluster,
@@ -81,6 +108,8 @@ class Syncer:
 
     async def sync_once(self) -> Actions:
         restd = await self._client()
+        # Slurm first: a node registered then has its Pod in the list that follows.
+        slurm = {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
         cluster = f"{names.LABEL_CLUSTER}={self.cluster}"
         pods = await self.kube.list(
             path_for("v1", "pods", self.namespace), f"{cluster},{names.LABEL_NODESET}"
@@ -91,11 +120,21 @@ class Syncer:
                 path_for("v1", "nodes"), f"{cluster},{names.LABEL_NAMESPACE}={self.namespace}"
             )
         }
-        slurm = {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
         actions = plan(pods, nodes, slurm)
         await self._apply(restd, actions)
+        self._publish(slurm, actions)
         self.passes += 1
         return actions
+
+    def _publish(self, slurm: dict[str, SlurmNode], actions: Actions) -> None:
+        """Keep the view; wake the NodeSets when what they act on changed (activity, drain,
+        a node appearing or going), not on every pass."""
+        for name in actions.forget:
+            slurm.pop(name, None)
+        changed = _summary(slurm) != _summary(self._view) or not self._view_at
+        self._view, self._view_at = slurm, time.monotonic()
+        if changed and self.on_change is not None:
+            self.on_change()
 
     async def _apply(self, restd: Slurmrestd, actions: Actions) -> None:
         for node, reason in actions.drain.items():
@@ -104,6 +143,8 @@ class Syncer:
         for node in actions.resume:
             self.log.info("resume %s (its k8s: cause cleared)", node)
             await restd.resume(node)
+        for node in actions.forget:
+            await self.forget(node)
         for node, reason in actions.node_marks.items():
             await self._mark_node(node, reason)
         for (ns, pod), reason in actions.pod_marks.items():
@@ -122,6 +163,10 @@ class Syncer:
             path_for("v1", "nodes", None, node, "status"),
             {"status": {"conditions": [_condition(NODE_CONDITION, reason, heartbeat=True)]}},
         )
+
+
+def _summary(view: dict[str, SlurmNode]) -> dict[str, tuple[str, bool]]:
+    return {name: (node.activity, node.drained) for name, node in view.items()}
 
 
 def _condition(ctype: str, reason: str | None, heartbeat: bool = False) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sunk.operator import names
+
 K8S_PREFIX = "k8s:"
 DRAIN_ANNOTATION = "sunk.coreweave.com/drain"
 CORDON_REASON_ANNOTATION = "node.coreweave.cloud/cordonReason"
@@ -23,6 +25,9 @@ NODE_CONDITION = "SlurmCordon"
 POD_CONDITION = "SlurmDrain"
 # Slurm node states (slurmrestd lists a base state and flags) that take a node out of service.
 OUT_OF_SERVICE = {"DRAIN", "DOWN", "FAIL"}
+BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}  # a job runs or is being cleaned up
+UNREACHABLE = {"DOWN", "NOT_RESPONDING", "FUTURE", "UNKNOWN"}
+DYNAMIC = "DYNAMIC_NORM"  # registered by `slurmd -Z`: the record is ours to delete
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,28 @@ class SlurmNode:
     def drained_in_slurm(self) -> bool:
         return self.drained and not self.reason.startswith(K8S_PREFIX)
 
+    @property
+    def busy(self) -> bool:
+        return bool(self.states & BUSY)
+
+    @property
+    def dynamic(self) -> bool:
+        return DYNAMIC in self.states
+
+    @property
+    def activity(self) -> str:
+        """SUNK's scale-down classes: ``not-ready``, ``idle``, ``draining``, ``running``."""
+        if self.states & UNREACHABLE:
+            return "not-ready"
+        if not self.busy:
+            return "idle"
+        return "draining" if self.drained else "running"
+
+    @property
+    def removable(self) -> bool:
+        """Out of service and running no job: its Pod may go without killing work."""
+        return self.drained and not self.busy
+
     @classmethod
     def from_restd(cls, node: dict[str, Any]) -> SlurmNode:
         state = node.get("state") or []
@@ -58,9 +85,10 @@ class Actions:
     node_marks: dict[str, str | None] = field(default_factory=dict)
     # (namespace, Pod) -> Slurm reason (None: clear)
     pod_marks: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    forget: list[str] = field(default_factory=list)  # dynamic Slurm nodes whose Pod is gone
 
     def empty(self) -> bool:
-        return not (self.drain or self.resume or self.node_marks or self.pod_marks)
+        return not (self.drain or self.resume or self.node_marks or self.pod_marks or self.forget)
 
 
 def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
@@ -68,6 +96,9 @@ def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
     meta = pod["metadata"]
     if meta.get("deletionTimestamp"):
         return f"{K8S_PREFIX} Pod {meta['name']} is being deleted"
+    removal = (meta.get("annotations") or {}).get(names.ANN_REMOVAL)
+    if removal is not None:
+        return f"{K8S_PREFIX} Pod {meta['name']} is being removed: {removal}"
     if node is not None and (node.get("spec") or {}).get("unschedulable"):
         annotations = node["metadata"].get("annotations") or {}
         why = (annotations.get(CORDON_REASON_ANNOTATION) or "").strip()
@@ -96,8 +127,11 @@ def plan(
     slurm: dict[str, SlurmNode],
 ) -> Actions:
     """``pods``: the cluster's slurmd Pods (Slurm node name = Pod name); ``nodes``: their
-    Kubernetes Nodes by name; ``slurm``: the Slurm nodes by name."""
+    Kubernetes Nodes by name; ``slurm``: the Slurm nodes by name, read before the Pods (a
+    slurmd registers only from a running Pod, so a node without a Pod here has lost it)."""
     actions = Actions()
+    pod_names = {p["metadata"]["name"] for p in pods}
+    actions.forget = sorted(n for n, s in slurm.items() if s.dynamic and n not in pod_names)
     for pod in pods:
         name = pod["metadata"]["name"]
         current = slurm.get(name)

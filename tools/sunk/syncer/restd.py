@@ -80,6 +80,14 @@ class Slurmrestd:
     async def resume(self, node: str) -> None:
         await self._call("POST", f"/node/{node}", {"state": ["RESUME"]})
 
+    async def delete_node(self, node: str) -> None:
+        await self._call("DELETE", f"/node/{node}")
+
+    @staticmethod
+    def missing(exc: SlurmApiError) -> bool:
+        """The request named a node Slurm does not have (deleted already)."""
+        return "Invalid node name" in str(exc) or "not found" in str(exc).lower()
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

@@ -1,12 +1,15 @@
 """What a NodeSet reconcile must do, from the spec and what the API server shows.
 
 Pure: the handler fetches Nodes and the NodeSet's pods, calls `plan`, then carries out the
-claims, creations and deletions it returns and writes the status.
+claims, creations and removals it returns and writes the status. With the Syncer running,
+``slurm`` is its view of the Slurm nodes: it orders scale-down (not ready, idle, draining,
+running; newest first within a class) and fills the per-state counts.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +24,9 @@ from sunk.operator.nodeset.pod import (
     template_hash,
 )
 from sunk.slurmconf.inputs import NodeSetInput
+from sunk.syncer.plan import SlurmNode
+
+ACTIVITY_RANK = {"not-ready": 0, "idle": 1, "draining": 2, "running": 3}
 
 
 @dataclass
@@ -28,11 +34,12 @@ class Plan:
     claim: list[str] = field(default_factory=list)  # Nodes to label as ours
     release: list[str] = field(default_factory=list)  # Nodes whose claim we drop
     create: list[dict[str, Any]] = field(default_factory=list)
-    delete: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason)
+    delete: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason) to remove
     conflicts: dict[str, str] = field(default_factory=dict)  # node → other NodeSet / reason
     infeasible: dict[str, str] = field(default_factory=dict)  # node → reason
     status: dict[str, Any] = field(default_factory=dict)
-    rolling: bool = False
+    rolling: bool = False  # some Pods run an older template
+    on_delete: bool = False  # …and only a deletion replaces them
 
 
 def _is_ready(pod: dict[str, Any]) -> bool:
@@ -68,13 +75,27 @@ def budget(max_unavailable: int | str, desired: int) -> int:
     return max(1, value)
 
 
-def scale_down_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Not-ready pods first, then the newest (SUNK's order without Slurm state: the Syncer
-    refines it with idle > draining > running)."""
+def _marked(pod: dict[str, Any]) -> bool:
+    return names.ANN_REMOVAL in (pod["metadata"].get("annotations") or {})
+
+
+def scale_down_order(
+    pods: list[dict[str, Any]], slurm: Mapping[str, SlurmNode] | None = None
+) -> list[dict[str, Any]]:
+    """SUNK's removal order: not ready, then idle, then draining, then running (from live
+    Slurm state when the Syncer runs; a Pod Slurm does not know counts as idle), the newest
+    first within a class."""
+
+    def rank(pod: dict[str, Any]) -> int:
+        if not _is_ready(pod):
+            return 0
+        node = (slurm or {}).get(pod["metadata"]["name"])
+        return ACTIVITY_RANK[node.activity] if node is not None else 1
+
     return sorted(
         pods,
         key=lambda p: (
-            _is_ready(p),
+            rank(p),
             _neg_time(p["metadata"].get("creationTimestamp", "")),
             p["metadata"]["name"],
         ),
@@ -92,9 +113,11 @@ def plan(
     nodes: list[dict[str, Any]],
     pods: list[dict[str, Any]],
     live_nodesets: set[tuple[str, str]] | None = None,
+    slurm: Mapping[str, SlurmNode] | None = None,
 ) -> Plan:
     """``live_nodesets`` (namespace, name): a Node claim by a NodeSet not in it is stale and
-    the Node free again; None counts every claim."""
+    the Node free again; None counts every claim. ``slurm``: the Syncer's view of the Slurm
+    nodes by name, None without a Syncer."""
     result = Plan()
     pod_spec = nodeset.spec.template.spec
     # Feasibility is judged on the pod as it will run: with the tolerations every slurmd Pod
@@ -141,10 +164,13 @@ def plan(
     current_hash = template_hash(nodeset)
     feasible_names = {n["metadata"]["name"] for n in feasible}
 
-    # Keep Nodes already hosting our pods first, then the rest by name: stable placement.
-    ordered = sorted(
-        feasible, key=lambda n: (n["metadata"]["name"] not in by_node, n["metadata"]["name"])
-    )
+    # Keep Nodes already hosting our pods first, the Pods last in removal order first; then
+    # the free Nodes by name: stable placement, and a scale-down takes the cheapest Pods.
+    by_name = {n["metadata"]["name"]: n for n in feasible}
+    keep_first = dict.fromkeys(_node_of(p) for p in reversed(scale_down_order(pods, slurm)))
+    ordered = [by_name[n] for n in keep_first if n in by_name] + [
+        n for n in feasible if n["metadata"]["name"] not in by_node
+    ]
     chosen = ordered[:desired]
     chosen_names = {n["metadata"]["name"] for n in chosen}
 
@@ -152,7 +178,7 @@ def plan(
     surplus = [p for p in pods if _node_of(p) in feasible_names and _node_of(p) not in chosen_names]
     for pod in misscheduled:
         result.delete.append((pod["metadata"]["name"], "Node no longer feasible"))
-    for pod in scale_down_order(surplus):
+    for pod in scale_down_order(surplus, slurm):
         result.delete.append((pod["metadata"]["name"], "scaled down"))
 
     for node in chosen:
@@ -163,37 +189,51 @@ def plan(
         if node_name not in by_node:
             name = pod_name(nodeset.prefix, internal_ip(node) or "")
             result.create.append(build_pod(nodeset, owner, ctx, node_name, name, labels))
+    # A Node's claim goes with its last Pod: while a Pod drains, no other NodeSet may take it.
     for node in ordered[desired:]:
         labels = node["metadata"].get("labels") or {}
-        if labels.get(names.LABEL_NODESET) == nodeset.name:
+        if (
+            labels.get(names.LABEL_NODESET) == nodeset.name
+            and node["metadata"]["name"] not in by_node
+        ):
             result.release.append(node["metadata"]["name"])
 
-    # Rolling update: replace outdated pods, at most `maxUnavailable` down at a time.
+    # Rolling update: replace outdated pods, at most `maxUnavailable` out of service at once;
+    # a Pod draining for its removal counts, and stays chosen until it is gone.
     kept = [p for p in pods if _node_of(p) in chosen_names]
     outdated = [
         p
         for p in kept
         if (p["metadata"].get("annotations") or {}).get(names.ANN_TEMPLATE_HASH) != current_hash
     ]
-    unavailable = sum(1 for p in kept if not _is_ready(p)) + len(result.create)
-    room = budget(nodeset.spec.maxUnavailable, max(desired, 1)) - unavailable
-    for pod in scale_down_order(outdated):
-        if pod["metadata"].get("deletionTimestamp"):
-            continue
-        if room <= 0 and _is_ready(pod):
-            break
-        result.delete.append((pod["metadata"]["name"], "template changed"))
-        if _is_ready(pod):
-            room -= 1
+    if nodeset.spec.updateStrategy.type == "RollingUpdate":
+        unavailable = sum(1 for p in kept if not _is_ready(p) or _marked(p)) + len(result.create)
+        room = budget(nodeset.spec.maxUnavailable, max(desired, 1)) - unavailable
+        in_order = sorted(scale_down_order(outdated, slurm), key=lambda p: not _marked(p))
+        for pod in in_order:
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            if not _marked(pod) and _is_ready(pod):
+                if room <= 0:
+                    continue
+                room -= 1
+            result.delete.append((pod["metadata"]["name"], "template changed"))
     result.rolling = bool(outdated)
+    result.on_delete = nodeset.spec.updateStrategy.type == "OnDelete"
 
     ready = sum(1 for p in kept if _is_ready(p))
+    states = [slurm[n] for n in (p["metadata"]["name"] for p in pods) if n in (slurm or {})]
     result.status = {
         "desiredNumberScheduled": desired,
         "numberFeasible": len(feasible),
         "currentNumberScheduled": len([p for p in pods if _node_of(p) in feasible_names]),
         "numberReady": ready,
-        "numberDrain": 0,
+        "numberDrain": sum(1 for n in states if n.drained),
+        "numberIdle": sum(1 for n in states if n.activity == "idle" and not n.drained),
+        "numberAllocated": sum(1 for n in states if n.busy),
+        "numberDown": sum(1 for n in states if n.activity == "not-ready"),
+        "numberRemoving": sum(1 for p in pods if _marked(p)),
+        "numberOutdated": len(outdated),
         "numberMisscheduled": len(misscheduled),
         "numberUnavailable": max(0, desired - ready),
         "selector": f"{names.LABEL_NODESET}={nodeset.name}",

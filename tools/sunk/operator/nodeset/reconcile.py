@@ -1,10 +1,13 @@
-"""Reconcile one NodeSet: claim Nodes, create/delete pinned slurmd pods, write status."""
+"""Reconcile one NodeSet: claim Nodes, create pinned slurmd pods, remove them safely (see
+``removal``), write status. A deleted NodeSet keeps a finalizer until its Pods are gone."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -14,18 +17,31 @@ from sunk.operator import conditions, names
 from sunk.operator.cluster.objects import image_ref
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
+from sunk.operator.nodeset import removal
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
+from sunk.syncer.plan import SlurmNode
 
 log = logging.getLogger("sunk.operator.nodeset")
 PARALLEL_WRITES = 16
-ROLLING_NOTE = (
-    "pods are replaced within maxUnavailable; draining busy Slurm nodes first "
-    "arrives with the syncer"
-)
+
+
+class SlurmLink(Protocol):
+    """What a NodeSet reconcile needs from its cluster's Syncer."""
+
+    def view(self) -> Mapping[str, SlurmNode] | None: ...
+
+    async def forget(self, node: str) -> None: ...
+
+
+LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) → the Syncer
+
+
+def _no_link(_ns: str, _cluster: str) -> SlurmLink | None:
+    return None
 
 
 async def _bounded(tasks: list, limit: int = PARALLEL_WRITES) -> list:
@@ -87,21 +103,49 @@ async def _create_pod(kube: Kube, pod: dict[str, Any]) -> None:
             raise
 
 
-async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
+async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> None:
+    meta = body["metadata"]
+    current = list(meta.get("finalizers") or [])
+    if (names.FINALIZER_SAFE_REMOVAL in current) == present:
+        return
+    wanted = (
+        [*current, names.FINALIZER_SAFE_REMOVAL]
+        if present
+        else [f for f in current if f != names.FINALIZER_SAFE_REMOVAL]
+    )
+    patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": wanted}}
+    try:
+        await kube.merge_patch(
+            path_for(API_VERSION, "nodesets", meta["namespace"], meta["name"]), patch
+        )
+    except ApiError as exc:
+        if exc.status not in (404, 409):  # changed meanwhile: the next reconcile sees it
+            raise
+
+
+async def reconcile_nodeset(
+    kube: Kube, body: dict[str, Any], link_for: LinkFor = _no_link
+) -> dict[str, Any]:
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
+    deleting = bool(meta.get("deletionTimestamp"))
     try:
         spec = NodeSetSpec.model_validate(body["spec"])
     except ValidationError as exc:
+        if deleting:  # nothing can be planned from it: let it go
+            await _set_finalizer(kube, body, False)
         return await _write_status(
             kube,
             body,
             {},
             [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
         )
-    nodeset = NodeSetInput(name, spec)
+    nodeset = NodeSetInput(name, spec.model_copy(update={"replicas": 0}) if deleting else spec)
     cluster_obj = await _find_cluster(kube, ns, spec.clusterName)
     if cluster_obj is None:
+        if deleting:  # no Slurm to protect any more: the Pods go with the NodeSet
+            await _set_finalizer(kube, body, False)
+            return body.get("status") or {}
         return await _write_status(
             kube,
             body,
@@ -116,6 +160,14 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
             ],
         )
     cluster = SlurmClusterSpec.model_validate(cluster_obj["spec"])
+    # Safe removal needs a Syncer; without one, Pods are deleted at once (as the README says).
+    safe = cluster.syncer.enabled and cluster.rest.enabled and cluster.jwt.enabled
+    link = link_for(ns, cluster.clusterName) if safe else None
+    view = link.view() if link is not None else None
+    if safe and not deleting:
+        await _set_finalizer(kube, body, True)
+    elif not safe:
+        await _set_finalizer(kube, body, False)
     ctx = PodContext(
         namespace=ns,
         cluster=cluster.clusterName,
@@ -141,7 +193,7 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
         for i in await kube.list(path_for(API_VERSION, "nodesets"))
     }
     try:
-        result = plan(nodeset, body, ctx, nodes, pods, live)
+        result = plan(nodeset, body, ctx, nodes, pods, live, view)
     except (SizingError, UnsafeConfigError) as exc:  # a registration Slurm cannot take
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
@@ -167,11 +219,65 @@ async def reconcile_nodeset(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     for node_name in lost:
         result.conflicts[node_name] = "claimed concurrently by another NodeSet"
     await _bounded([_release(kube, by_name[n]) for n in result.release])
+    if link is not None and view is not None:
+        # A name coming back (a replaced Pod) starts from a fresh Slurm node record.
+        for pod in creatable:
+            if pod["metadata"]["name"] in view:
+                await _forget(link, pod["metadata"]["name"])
     await _bounded([_create_pod(kube, p) for p in creatable])
-    await _bounded(
-        [kube.delete(path_for("v1", "pods", ns, pod_name)) for pod_name, _ in result.delete]
-    )
-    return await _write_status(kube, body, result.status, _conditions(result))
+    wanted = {pod: "NodeSet deleted" if deleting else why for pod, why in result.delete}
+    grace = cluster.syncer.removalGracePeriodSeconds
+    steps = removal.decide(pods, wanted, view, safe, grace, time.time())
+    await _carry_out(kube, body, ns, steps)
+    if deleting and not pods:
+        await _set_finalizer(kube, body, False)
+    return await _write_status(kube, body, result.status, _conditions(result, steps, grace))
+
+
+async def _forget(link: SlurmLink, node: str) -> None:
+    try:
+        await link.forget(node)
+    except Exception as exc:  # slurmd re-registers into the old record: it still works
+        log.warning("could not delete the old Slurm node record %s: %s", node, exc)
+
+
+async def _patch_pod(kube: Kube, ns: str, pod: str, patch: dict[str, Any]) -> None:
+    try:
+        await kube.merge_patch(path_for("v1", "pods", ns, pod), patch)
+    except ApiError as exc:
+        if exc.status != 404:  # gone meanwhile: nothing left to mark
+            raise
+
+
+async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.Steps) -> None:
+    now = removal.stamp(time.time())
+
+    def annotate(pod: str, why: str | None) -> Any:
+        since = now if why is not None else None
+        patch = {
+            "metadata": {"annotations": {names.ANN_REMOVAL: why, names.ANN_REMOVAL_SINCE: since}}
+        }
+        return _patch_pod(kube, ns, pod, patch)
+
+    await _bounded([annotate(pod, why) for pod, why in steps.mark.items()])
+    await _bounded([annotate(pod, None) for pod in steps.unmark])
+    for pod in steps.mark:
+        log.info(
+            "%s/%s: removing Pod %s (%s): draining it in Slurm first",
+            ns,
+            body["metadata"]["name"],
+            pod,
+            steps.mark[pod],
+        )
+    for pod in steps.expired:
+        await emit(
+            kube,
+            body,
+            "RemovalGraceExpired",
+            f"Pod {pod} still ran jobs when removalGracePeriodSeconds ran out; it is deleted "
+            "and its jobs fail",
+        )
+    await _bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
 
 
 def _pinned_node(pod: dict[str, Any]) -> str:
@@ -181,7 +287,7 @@ def _pinned_node(pod: dict[str, Any]) -> str:
     return terms[0]["matchFields"][0]["values"][0]
 
 
-def _conditions(result: Plan) -> list[dict[str, Any]]:
+def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str, Any]]:
     status = result.status
     ready = status["numberReady"] >= min(status["desiredNumberScheduled"], status["numberFeasible"])
     conds = [
@@ -199,9 +305,26 @@ def _conditions(result: Plan) -> list[dict[str, Any]]:
     else:
         conds.append(conditions.condition("NodeConflict", False, reasons.NO_CONFLICT))
     if result.rolling:
-        conds.append(
-            conditions.condition("RollingUpdate", True, reasons.TEMPLATE_CHANGED, ROLLING_NOTE)
+        how = (
+            "delete them to replace them (updateStrategy OnDelete)"
+            if result.on_delete
+            else "they are drained in Slurm and replaced within maxUnavailable"
         )
+        note = f"{status['numberOutdated']} Pods run an older template; {how}"
+        conds.append(conditions.condition("RollingUpdate", True, reasons.TEMPLATE_CHANGED, note))
+    if steps.waiting:
+        limit = f"at most {grace}s" if grace else "however long they run"
+        conds.append(
+            conditions.condition(
+                "Removing",
+                True,
+                reasons.WAITING_FOR_JOBS,
+                f"{', '.join(sorted(steps.waiting))} drained in Slurm; waiting for their jobs "
+                f"({limit})",
+            )
+        )
+    else:
+        conds.append(conditions.condition("Removing", False, reasons.NO_REMOVAL))
     return conds
 
 
