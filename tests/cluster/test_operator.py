@@ -44,6 +44,11 @@ def operator(crds, control_plane, op_namespaces, tmp_path_factory) -> Iterator[O
     proc.kill(signal.SIGTERM)
 
 
+# Without a Syncer, removals are immediate (kwok runs no slurmd, so there is no Slurm state to
+# wait on); `test_without_slurm_state_a_removal_waits_for_the_grace_period` covers the Syncer.
+NO_SYNCER = {"syncer": {"enabled": False}}
+
+
 def cluster_body(name: str, **spec) -> dict:
     return {
         "apiVersion": "sunk.coreweave.com/v1alpha1",
@@ -196,7 +201,7 @@ def test_fifty_nodes_fifty_pods_scale_down_and_up(operator, kube, control_plane,
     ns = op_namespaces[0]
     pool = f"p{uuid.uuid4().hex[:5]}"
     make_nodes(control_plane, pool, 50, third=1)
-    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("beta"))
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("beta", **NO_SYNCER))
     kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("cpu", "beta", pool))
     control_plane.wait_for(lambda: len(pods_of(kube, ns, "cpu")) == 50 or None, 120, "50 pods")
     names = sorted(p["metadata"]["name"] for p in pods_of(kube, ns, "cpu"))
@@ -540,7 +545,7 @@ def test_node_added_gets_a_pod_and_node_gone_loses_it(operator, kube, control_pl
     ns = op_namespaces[1]
     pool = f"g{uuid.uuid4().hex[:5]}"
     first = make_nodes(control_plane, pool, 1, third=7)
-    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("churn"))
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("churn", **NO_SYNCER))
     kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("churn", "churn", pool))
 
     def names():
@@ -574,7 +579,7 @@ def test_template_change_rolls_pods_within_max_unavailable(
     ns = op_namespaces[1]
     pool = f"u{uuid.uuid4().hex[:5]}"
     make_nodes(control_plane, pool, 4, third=8)
-    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("roll"))
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("roll", **NO_SYNCER))
     body = nodeset_body("roll", "roll", pool)
     body["spec"]["maxUnavailable"] = 1
     kube.create(f"{API}/namespaces/{ns}/nodesets", body)
@@ -655,3 +660,60 @@ def test_a_reconcile_error_is_a_condition_and_an_event_not_a_silent_loop(
     ]
     assert len(events) == 1, events
     assert operator.proc is not None and operator.proc.poll() is None
+
+
+def test_without_slurm_state_a_removal_waits_for_the_grace_period(
+    operator, kube, control_plane, op_namespaces
+):
+    """The Syncer is on (the default) but no slurmrestd answers (kwok runs no containers):
+    nothing proves the Pods idle, so a scale-down marks them and waits. Scaling back up
+    cancels the removal; a deleted NodeSet is held by its finalizer; the grace period ends
+    the wait with an Event."""
+    ns = op_namespaces[1]
+    pool = f"w{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 2, third=9)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("wait"))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("wait", "wait", pool))
+    control_plane.wait_for(
+        lambda: status(kube, ns, "nodesets", "wait").get("numberReady") == 2 or None, 90, "2 ready"
+    )
+    path = f"{API}/namespaces/{ns}/nodesets/wait"
+    assert kube.get(path)["metadata"]["finalizers"] == ["sunk.coreweave.com/safe-removal"]
+
+    def marked():
+        return sorted(
+            p["metadata"]["name"]
+            for p in pods_of(kube, ns, "wait")
+            if "sunk.coreweave.com/removal" in (p["metadata"].get("annotations") or {})
+        )
+
+    kube.patch(path, {"spec": {"replicas": 1}})
+    control_plane.wait_for(lambda: marked() or None, 60, "a Pod marked for removal")
+    (victim,) = marked()
+    pod = kube.get(f"/api/v1/namespaces/{ns}/pods/{victim}")
+    assert pod["metadata"]["annotations"]["sunk.coreweave.com/removal"] == "scaled down"
+    time.sleep(8)  # several reconciles: still there, still not deleting
+    pods = pods_of(kube, ns, "wait")
+    assert len(pods) == 2 and not any(p["metadata"].get("deletionTimestamp") for p in pods)
+    removing = next(
+        c for c in status(kube, ns, "nodesets", "wait")["conditions"] if c["type"] == "Removing"
+    )
+    assert (removing["status"], removing["reason"]) == ("True", "WaitingForJobs")
+    assert victim in removing["message"]
+
+    kube.patch(path, {"spec": {"replicas": 2}})
+    control_plane.wait_for(lambda: not marked() or None, 60, "the removal cancelled")
+    assert len(pods_of(kube, ns, "wait")) == 2
+
+    kube.delete(path)
+    control_plane.wait_for(lambda: len(marked()) == 2 or None, 60, "both Pods marked")
+    assert kube.get(path)["metadata"]["deletionTimestamp"]  # held by the finalizer
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/wait",
+        {"spec": {"syncer": {"removalGracePeriodSeconds": 5}}},
+    )
+    control_plane.wait_for(lambda: kube.get(path) is None or None, 150, "NodeSet gone")
+    events = kube.list(f"/api/v1/namespaces/{ns}/events")
+    expired = [e for e in events if e["reason"] == "RemovalGraceExpired"]
+    assert {e["involvedObject"]["name"] for e in expired} == {"wait"}
+    assert len(expired) == 2

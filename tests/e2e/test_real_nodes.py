@@ -211,6 +211,119 @@ def test_a_deleted_slurmd_pod_comes_back_on_its_node(slurm: SlurmDeployment):
     slurm.wait(f"{name} idle in Slurm", lambda: name in slurm.idle_nodes(), timeout=300)
 
 
+# --- safe removal: no running job is killed --------------------------------------------------
+
+NODESET = "cpu"  # examples/minimal-cpu.yaml: one node group, replicas 2
+
+
+def _nodeset_path(slurm: SlurmDeployment) -> str:
+    return f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{slurm.namespace}/nodesets/{NODESET}"
+
+
+def _scale(slurm: SlurmDeployment, replicas: int) -> None:
+    slurm.cluster.client.patch(_nodeset_path(slurm), {"spec": {"replicas": replicas}})
+
+
+def _submit(slurm: SlurmDeployment, node: str, seconds: int) -> str:
+    out = slurm.login(
+        "sbatch", "--parsable", f"--nodelist={node}", "--output=/dev/null",
+        "--wrap", f"sleep {seconds}",
+    )  # fmt: skip
+    job = out.strip().split(";")[0]
+    slurm.wait(f"job {job} running on {node}", lambda: _job_state(slurm, job) == "RUNNING", 120, 1)
+    return job
+
+
+def _job_state(slurm: SlurmDeployment, job: str) -> str:
+    return slurm.login("squeue", "--noheader", f"--jobs={job}", "--format=%T").strip()
+
+
+def _known_to_slurm(slurm: SlurmDeployment, name: str) -> bool:
+    out = slurm.login("bash", "-c", f"scontrol show node --oneliner {name} 2>&1 || true")
+    return f"NodeName={name} " in out
+
+
+def _pod(slurm: SlurmDeployment, name: str) -> dict | None:
+    return slurm.cluster.client.get(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
+
+
+def _restart_operator(slurm: SlurmDeployment) -> None:
+    slurm.cluster.kubectl(
+        "delete", "pod", "-n", "sunk", "-l", "app.kubernetes.io/component=operator", "--wait=true"
+    )
+
+
+def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job_ends(
+    slurm: SlurmDeployment,
+):
+    """The job-safety test. A long job on one node of two; scale to one: the idle node goes
+    (Pod and Slurm record). Scale to zero: the busy node drains with a k8s: reason while the
+    job runs (the operator is restarted meanwhile and the drain survives), then the Pod goes,
+    then its Slurm record; sacct says COMPLETED."""
+    pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
+    busy, idle = pods
+    job = _submit(slurm, busy, 120)
+    _scale(slurm, 1)
+    slurm.wait(f"{idle} removed", lambda: _pod(slurm, idle) is None, 180, 1)
+    slurm.wait(f"{idle} deleted from Slurm", lambda: not _known_to_slurm(slurm, idle), 60, 1)
+    assert _job_state(slurm, job) == "RUNNING"
+    assert not (_pod(slurm, busy) or {}).get("metadata", {}).get("deletionTimestamp")
+
+    _scale(slurm, 0)
+    reason = f"k8s: Pod {busy} is being removed: scaled down"
+    slurm.wait(f"{busy} drained", lambda: slurm.slurm_node(busy)[1] == reason, 120, 1)
+    _restart_operator(slurm)  # a Syncer restart in the middle of the drain
+    time.sleep(10)
+    assert _job_state(slurm, job) == "RUNNING"
+    pod = _pod(slurm, busy)
+    assert pod and not pod["metadata"].get("deletionTimestamp"), "deleted under a running job"
+    assert slurm.slurm_node(busy)[1] == reason, "the drain was lost over the restart"
+    nodeset = slurm.cluster.client.get(_nodeset_path(slurm))
+    removing = {c["type"]: c for c in nodeset["status"]["conditions"]}["Removing"]
+    assert removing["status"] == "True" and busy in removing["message"], removing
+
+    slurm.wait(f"{busy} removed after its job", lambda: _pod(slurm, busy) is None, 300, 1)
+    slurm.wait(f"{busy} deleted from Slurm", lambda: not _known_to_slurm(slurm, busy), 60, 1)
+    states = slurm.wait(f"job {job} in sacct", lambda: (s := slurm.sacct_jobs()).get(job) and s)
+    assert states[job] == "COMPLETED", states
+
+    _scale(slurm, 2)
+    slurm.wait_ready(nodes=2)
+    for name in pods:  # no drain left behind on the new Pods
+        assert slurm.slurm_node(name) == ("idle", "none"), slurm.slurm_node(name)
+
+
+def test_rolling_update_never_replaces_a_node_under_a_running_job(slurm: SlurmDeployment):
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurm.running_pods("compute")}
+    busy, idle = sorted(before)
+    job = _submit(slurm, busy, 90)
+    slurm.cluster.client.patch(
+        _nodeset_path(slurm),
+        {"spec": {"template": {"metadata": {"annotations": {"e2e/rolled": "1"}}}}},
+    )
+
+    def replaced(name: str) -> bool:
+        pods = {p["metadata"]["name"]: p for p in slurm.running_pods("compute")}
+        return name in pods and pods[name]["metadata"]["uid"] != before[name]
+
+    # maxUnavailable 10% of 2 = 1: the idle node goes first; the busy one is left alone
+    # until its replacement is ready, then drained, and replaced only after its job.
+    slurm.wait(f"{idle} replaced", lambda: replaced(idle), 300, 1)
+    assert _job_state(slurm, job) == "RUNNING"
+    reason = f"k8s: Pod {busy} is being removed: template changed"
+    slurm.wait(
+        f"{busy} drained for the update", lambda: slurm.slurm_node(busy)[1] == reason, 180, 1
+    )
+    assert _job_state(slurm, job) == "RUNNING"
+    slurm.wait(f"{busy} replaced after its job", lambda: replaced(busy), 300, 1)
+    states = slurm.wait(f"job {job} in sacct", lambda: (s := slurm.sacct_jobs()).get(job) and s)
+    assert states[job] == "COMPLETED", states
+    slurm.wait("both nodes idle", lambda: sorted(slurm.idle_nodes()) == sorted(before), 300)
+    for pod in slurm.running_pods("compute"):
+        assert pod["metadata"]["annotations"].get("e2e/rolled") == "1"
+        assert "sunk.coreweave.com/removal" not in pod["metadata"]["annotations"]
+
+
 def test_upgrade_changes_a_partition_and_keeps_jobs_and_keys(slurm: SlurmDeployment):
     secrets = {
         name: slurm.secret_data(name)

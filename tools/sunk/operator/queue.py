@@ -55,6 +55,10 @@ class WorkQueue:
             self._queued.add(key)
             self._queue.put_nowait(key)
 
+    def add_after(self, key: Hashable, seconds: float) -> None:
+        """Reconcile ``key`` again in ``seconds`` (a deadline it waits for)."""
+        asyncio.get_running_loop().call_later(max(0.0, seconds), self.add, key)
+
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._work()) for _ in range(self._workers)]
 

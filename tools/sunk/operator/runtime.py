@@ -50,6 +50,7 @@ class Runtime:
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
     # One Syncer per SlurmCluster (namespace, name).
     syncers: dict[tuple[str, str], RunningSyncer] = field(default_factory=dict)
+    cluster_generations: dict[tuple[str, str], int | None] = field(default_factory=dict)
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -62,6 +63,7 @@ class Runtime:
             self.metrics.nodesets.pop((ns, name), None)
             if kind == "SlurmCluster":
                 self.stop_syncer(ns, name)
+                self.cluster_generations.pop((ns, name), None)
             return  # deleted: owned objects go with it (owner references)
         self.metrics.reconciles[kind] += 1
         started, writes = time.monotonic(), self.kube.writes
@@ -69,8 +71,11 @@ class Runtime:
             if kind == "SlurmCluster":
                 await reconcile_cluster(self.kube, body)
                 self.ensure_syncer(ns, name, body)
+                self._on_cluster_generation(ns, name, body)
             else:
-                status = await reconcile_nodeset(self.kube, body, self.slurm_link)
+                status = await reconcile_nodeset(
+                    self.kube, body, self.slurm_link, lambda s: self.recheck(key, s)
+                )
                 self.metrics.nodesets[(ns, name)] = status
         except Exception as exc:
             self.metrics.errors[kind] += 1
@@ -101,6 +106,18 @@ class Runtime:
             )
         except Exception as report_error:  # already failing: keep the first error
             log.warning("could not record the failure on %s: %s", plural, report_error)
+
+    def recheck(self, key: Hashable, seconds: float) -> None:
+        if self.queue is not None:
+            self.queue.add_after(key, seconds)
+
+    def _on_cluster_generation(self, ns: str, name: str, body: dict) -> None:
+        """NodeSets act on their cluster's spec (Syncer on or off, grace period): a new
+        generation wakes them."""
+        generation = body["metadata"].get("generation")
+        if self.cluster_generations.get((ns, name)) != generation:
+            self.cluster_generations[(ns, name)] = generation
+            self.enqueue_nodesets(ns, (body.get("spec") or {}).get("clusterName") or "")
 
     def ensure_syncer(self, ns: str, name: str, body: dict) -> None:
         """Run the cluster's Syncer while ``syncer.enabled`` (it talks to slurmrestd with a

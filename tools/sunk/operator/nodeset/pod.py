@@ -37,8 +37,10 @@ class PodContext:
 
 
 def template_hash(nodeset: NodeSetInput) -> str:
-    """Changes when the pods must be replaced (not on scaling)."""
-    spec = nodeset.spec.model_dump(mode="json", exclude={"replicas", "maxUnavailable"})
+    """Changes when the pods must be replaced (not on scaling or a new update strategy)."""
+    spec = nodeset.spec.model_dump(
+        mode="json", exclude={"replicas", "maxUnavailable", "updateStrategy"}
+    )
     return stable_hash(spec, 10)
 
 

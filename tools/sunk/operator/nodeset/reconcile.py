@@ -124,8 +124,13 @@ async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> Non
 
 
 async def reconcile_nodeset(
-    kube: Kube, body: dict[str, Any], link_for: LinkFor = _no_link
+    kube: Kube,
+    body: dict[str, Any],
+    link_for: LinkFor = _no_link,
+    recheck: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
+    """``link_for`` finds the cluster's Syncer; ``recheck(seconds)`` asks for another
+    reconcile when a removal's grace period runs out."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     deleting = bool(meta.get("deletionTimestamp"))
@@ -229,6 +234,8 @@ async def reconcile_nodeset(
     grace = cluster.syncer.removalGracePeriodSeconds
     steps = removal.decide(pods, wanted, view, safe, grace, time.time())
     await _carry_out(kube, body, ns, steps)
+    if steps.recheck_in is not None and recheck is not None:
+        recheck(steps.recheck_in + 1)
     if deleting and not pods:
         await _set_finalizer(kube, body, False)
     return await _write_status(kube, body, result.status, _conditions(result, steps, grace))

@@ -35,6 +35,7 @@ class Steps:
     delete: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)  # deleted with jobs: grace ran out
     waiting: list[str] = field(default_factory=list)  # drained (or draining), jobs running
+    recheck_in: float | None = None  # seconds until the first grace period runs out
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -98,4 +99,7 @@ def decide(
             steps.expired.append(name)
         else:
             steps.waiting.append(name)
+            if grace_seconds > 0:
+                left = grace_seconds - (now - since) if since is not None else grace_seconds
+                steps.recheck_in = min(left, steps.recheck_in or left)
     return steps

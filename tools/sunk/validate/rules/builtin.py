@@ -525,6 +525,28 @@ def max_unavailable(ctx: RuleContext) -> Iterator[Hit]:
         )
 
 
+@rule(
+    "SUNK026",
+    "syncer-without-rest-or-jwt",
+    "warning",
+    "syncer.enabled is set but rest.enabled or jwt.enabled is off: the Syncer talks to "
+    "slurmrestd with a JWT, so it does not run, and slurmd Pods are removed at once, under "
+    "running jobs.",
+    "set rest.enabled and jwt.enabled (or syncer.enabled: false to say so)",
+)
+def syncer_without_rest(ctx: RuleContext) -> Iterator[Hit]:
+    if get(ctx.values, "syncer", "enabled") is False:
+        return
+    off = [k for k in ("rest", "jwt") if get(ctx.values, k, "enabled") is False]
+    if off:
+        yield Hit(
+            (off[0], "enabled"),
+            "the Syncer (syncer.enabled) needs "
+            + " and ".join(f"{k}.enabled" for k in off)
+            + ": it will not run, and scale-downs and updates delete slurmd Pods at once",
+        )
+
+
 # --------------------------------------------------------------------------- Slurm settings
 
 
