@@ -165,6 +165,11 @@ class Runtime:
                 return entry.syncer
         return None
 
+    def wake_syncer(self, ns: str, cluster: str) -> None:
+        syncer = self.slurm_link(ns, cluster)
+        if syncer is not None:
+            syncer.wake()
+
     def enqueue_nodesets(self, ns: str, cluster: str) -> None:
         for (kind, kns, name), cluster_name in list(self.known.items()):
             if kind == "NodeSet" and kns == ns and cluster_name == cluster:
@@ -287,6 +292,8 @@ def on_node(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     else:
         rt.node_fingerprints.pop(name, None)
     rt.enqueue_known()
+    labels = body.metadata.labels or {}
+    rt.wake_syncer(labels.get(names.LABEL_NAMESPACE) or "", labels.get(names.LABEL_CLUSTER) or "")
 
 
 @kopf.on.event("", "v1", "pods", labels={names.LABEL_NODESET: kopf.PRESENT})
@@ -294,6 +301,7 @@ def on_pod(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     rt = _rt()
     ns, labels = body.metadata.namespace, body.metadata.labels
     rt.enqueue("NodeSet", ns, labels[names.LABEL_NODESET])
+    rt.wake_syncer(ns, labels.get(names.LABEL_CLUSTER) or "")
     # Topology follows where pods run: re-render when a pod lands, moves or goes.
     key = (ns, body.metadata.name)
     node = "" if event.get("type") == "DELETED" else (body.spec or {}).get("nodeName") or ""

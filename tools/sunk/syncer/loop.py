@@ -56,7 +56,21 @@ class Syncer:
         self.passes = 0
         self._last_error = ""
         self._view: dict[str, SlurmNode] = {}
+        self._wake = asyncio.Event()
         self._view_at = 0.0  # monotonic time the view was read; 0: never
+
+    def wake(self) -> None:
+        """A Pod or Node of the cluster changed: sync now rather than at the next tick (the
+        tick remains for changes made in Slurm)."""
+        self._wake.set()
+
+    async def _sleep(self) -> None:
+        try:
+            await asyncio.wait_for(self._wake.wait(), self.interval)
+            await asyncio.sleep(0.2)  # let a burst of events land in one pass
+        except TimeoutError:
+            pass
+        self._wake.clear()
 
     def view(self) -> dict[str, SlurmNode] | None:
         """The Slurm nodes as last read, or None when that is too old to act on."""
@@ -90,7 +104,7 @@ class Syncer:
                     if message != self._last_error:  # once per distinct error, not per pass
                         self.log.warning("sync pass failed: %s", message)
                         self._last_error = message
-                await asyncio.sleep(self.interval)
+                await self._sleep()
         finally:
             if self.restd is not None:
                 await self.restd.close()
