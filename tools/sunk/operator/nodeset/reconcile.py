@@ -169,10 +169,12 @@ async def reconcile_nodeset(
     safe = cluster.syncer.enabled and cluster.rest.enabled and cluster.jwt.enabled
     link = link_for(ns, cluster.clusterName) if safe else None
     view = link.view() if link is not None else None
-    if safe and not deleting:
-        await _set_finalizer(kube, body, True)
-    elif not safe:
+    if not safe:  # nothing to wait for: the Pods go with the NodeSet (garbage collection)
         await _set_finalizer(kube, body, False)
+        if deleting:
+            return body.get("status") or {}
+    elif not deleting:
+        await _set_finalizer(kube, body, True)
     ctx = PodContext(
         namespace=ns,
         cluster=cluster.clusterName,
@@ -238,6 +240,7 @@ async def reconcile_nodeset(
         recheck(steps.recheck_in + 1)
     if deleting and not pods:
         await _set_finalizer(kube, body, False)
+        return result.status  # the NodeSet is gone now: no status to write
     return await _write_status(kube, body, result.status, _conditions(result, steps, grace))
 
 
