@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-OPERATOR_ONLY = ("kopf", "aiohttp", "cryptography")
+OPERATOR_ONLY = ("kopf", "aiohttp", "cryptography", "prometheus_client")
 
 MINIMAL = """\
 clusterName: minimal

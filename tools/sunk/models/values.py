@@ -687,6 +687,65 @@ class DevicePlugin(Strict):
     )
 
 
+class GrafanaDashboard(Strict):
+    enabled: bool = Field(
+        default=False,
+        description="Render the Slurm dashboard as a ConfigMap for the Grafana sidecar.",
+    )
+    labelKey: str = Field(
+        default="grafana_dashboard",
+        min_length=1,
+        max_length=316,
+        description="Label key the Grafana sidecar selects dashboard ConfigMaps by.",
+    )
+    labelValue: str = Field(default="1", max_length=63, description="Value of that label.")
+    namespace: str | None = Field(
+        default=None,
+        pattern=DNS_LABEL,
+        description="Namespace of the ConfigMap (default: the release's), e.g. the one the "
+        "sidecar watches.",
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="ConfigMap annotations (e.g. `grafana_folder` for the sidecar's folder).",
+    )
+
+
+class PrometheusRuleValues(Strict):
+    enabled: bool = Field(
+        default=False,
+        description="Render Slurm alerts as a PrometheusRule (only where its API is served).",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra labels, e.g. the ones your Prometheus `ruleSelector` matches.",
+    )
+    severity: str = Field(
+        default="warning", min_length=1, description="`severity` label of every alert."
+    )
+    nodesUnavailableRatio: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="SlurmNodesUnavailable fires above this share of a cluster's nodes down "
+        "or drained.",
+    )
+    jobsPendingFor: str = Field(
+        default="30m",
+        pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$",
+        description="SlurmJobsStuckPending fires after jobs pend this long with none running.",
+    )
+
+
+class SlurmMetricsSwitches(Strict):
+    dashboard: GrafanaDashboard = Field(
+        default_factory=GrafanaDashboard, description="Grafana dashboard of the Slurm metrics."
+    )
+    prometheusRule: PrometheusRuleValues = Field(
+        default_factory=PrometheusRuleValues, description="Alerts on the Slurm metrics."
+    )
+
+
 class MocoSwitch(Strict):
     enabled: bool = Field(
         default=False, description="Let the operator manage MOCO MySQLCluster objects."
@@ -713,3 +772,7 @@ class SunkValues(Strict):
         description="NVIDIA device plugin (off: most providers ship one).",
     )
     moco: MocoSwitch = Field(default_factory=MocoSwitch, description="MOCO integration.")
+    metrics: SlurmMetricsSwitches = Field(
+        default_factory=SlurmMetricsSwitches,
+        description="The Slurm metrics the operator exports (`slurm_*`): a dashboard and alerts.",
+    )

@@ -92,3 +92,17 @@ class Slurmrestd:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    # Read-only views for the Slurm metrics (sunk.syncer.slurm_metrics).
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        """``GET /jobs``: every job slurmctld holds (finished ones for MinJobAge)."""
+        return (await self._call("GET", "/jobs")).get("jobs") or []
+
+    async def partitions(self) -> list[dict[str, Any]]:
+        """``GET /partitions``."""
+        return (await self._call("GET", "/partitions")).get("partitions") or []
+
+    async def diag(self) -> dict[str, Any]:
+        """``GET /diag``: slurmctld's ``statistics`` (sdiag)."""
+        return (await self._call("GET", "/diag")).get("statistics") or {}

@@ -1,0 +1,361 @@
+"""Slurm cluster metrics under the names CoreWeave SUNK uses (``slurm_nodes_*``,
+``slurm_queue_*``, ``slurm_partition_*``, …), made from what slurmrestd (data_parser v0.0.41,
+Slurm 24.11) returns for ``GET /nodes``, ``/jobs``, ``/partitions`` and ``/diag``.
+
+One operator serves many Slurm clusters, so every series carries ``namespace`` and ``cluster``.
+``SlurmMetrics`` keeps the latest snapshot per cluster; a custom collector yields exactly those
+snapshots, so the series of a forgotten cluster disappear. Turning slurmrestd's JSON into
+samples (``snapshot``) is pure and unit-tested on plain dicts; ``render`` gives the Prometheus
+text format (0.0.4) to append to the operator's ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+MIB = 1024 * 1024
+CLUSTER_LABELS = ("namespace", "cluster")
+
+# Node base states (slurmrestd lists the base state and the flags in one `state` list).
+NODE_BASE_STATES = {"DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "UNKNOWN"}
+# Job base states (`job_state` lists the base state and the flags).
+JOB_BASE_STATES = {
+    "PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY",
+}  # fmt: skip
+# The job states slurm_queue_failed counts: the job ended because something failed.
+JOB_FAILED_STATES = {"FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+# Every metric this module exports, in output order: name -> HELP text and its own labels
+# (beside `namespace` and `cluster`). All are gauges: Slurm's own counters (RPCs) reset when
+# slurmctld restarts or `sdiag --reset` runs, and keep SUNK's names (no `_total`).
+METRICS: dict[str, Metric] = {
+    "slurm_nodes_total": Metric("Slurm nodes slurmctld knows, in every state."),
+    "slurm_nodes_idle": Metric("Slurm nodes whose base state is IDLE, neither drained nor down."),
+    "slurm_nodes_alloc": Metric(
+        "Slurm nodes whose base state is ALLOCATED (all CPUs in use), neither drained nor down."
+    ),
+    "slurm_nodes_mixed": Metric(
+        "Slurm nodes whose base state is MIXED (some CPUs in use), neither drained nor down."
+    ),
+    "slurm_nodes_drain": Metric(
+        "Slurm nodes with the DRAIN flag (draining or drained) whose base state is not DOWN."
+    ),
+    "slurm_nodes_down": Metric("Slurm nodes whose base state is DOWN (drained or not)."),
+    "slurm_queue_pending": Metric("Jobs in state PENDING."),
+    "slurm_queue_running": Metric("Jobs in state RUNNING."),
+    "slurm_queue_completed": Metric(
+        "Jobs in state COMPLETED that slurmctld still holds (it keeps finished jobs MinJobAge)."
+    ),
+    "slurm_queue_failed": Metric(
+        "Jobs in state FAILED, NODE_FAIL, BOOT_FAIL or OUT_OF_MEMORY that slurmctld still holds."
+    ),
+    "slurm_job_state": Metric(
+        "Jobs per partition and base state (PENDING, RUNNING, COMPLETED, CANCELLED, FAILED, "
+        "TIMEOUT, ...), as slurmctld lists them (a pending job array's tasks are one record).",
+        ("partition", "state"),
+    ),
+    "slurm_node_cpu_total": Metric("CPUs of the Slurm node.", ("node",)),
+    "slurm_node_cpu_alloc": Metric("CPUs of the Slurm node allocated to jobs.", ("node",)),
+    "slurm_node_gpu_total": Metric("GPUs (GRES gpu) of the Slurm node.", ("node",)),
+    "slurm_node_gpu_alloc": Metric("GPUs (GRES gpu) of the Slurm node in use by jobs.", ("node",)),
+    "slurm_node_mem_total": Metric("Memory of the Slurm node (RealMemory), in bytes.", ("node",)),
+    "slurm_node_mem_alloc": Metric(
+        "Memory of the Slurm node allocated to jobs, in bytes.", ("node",)
+    ),
+    "slurm_partition_nodes_total": Metric("Nodes in the partition.", ("partition",)),
+    "slurm_partition_cpu_total": Metric("CPUs in the partition.", ("partition",)),
+    "slurm_partition_cpu_alloc": Metric(
+        "CPUs allocated to jobs on the partition's nodes (by any partition).", ("partition",)
+    ),
+    "slurm_partition_gpu_total": Metric(
+        "GPUs (GRES gpu) of the nodes in the partition.", ("partition",)
+    ),
+    "slurm_partition_gpu_alloc": Metric(
+        "GPUs (GRES gpu) in use on the partition's nodes (by any partition).", ("partition",)
+    ),
+    "slurm_scheduler_cycle_last_seconds": Metric(
+        "Duration of slurmctld's last main scheduling cycle, in seconds."
+    ),
+    "slurm_scheduler_backfill_cycle_last_seconds": Metric(
+        "Duration of slurmctld's last backfill scheduling cycle, in seconds."
+    ),
+    "slurm_controller_server_threads": Metric("slurmctld server threads active."),
+    "slurm_controller_rpc_count": Metric(
+        "RPCs slurmctld received, per message type, since it started or `sdiag --reset`.",
+        ("message_type",),
+    ),
+    "slurm_controller_rpc_time_seconds": Metric(
+        "Time slurmctld spent processing RPCs, per message type, since it started or "
+        "`sdiag --reset`, in seconds.",
+        ("message_type",),
+    ),
+    "slurm_metrics_up": Metric(
+        "1 when the operator's last read of the cluster from slurmrestd succeeded, else 0."
+    ),
+    "slurm_metrics_last_success_timestamp_seconds": Metric(
+        "Unix time of the operator's last successful read of the cluster from slurmrestd."
+    ),
+}
+
+Samples = dict[str, list[tuple[tuple[str, ...], float]]]
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+
+def _number(value: Any) -> float:
+    """A plain number, or v0.0.41's ``{"set", "infinite", "number"}`` (0 when unset)."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite"):
+            return 0.0
+        value = value.get("number")
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    return 0.0
+
+
+def _states(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value.upper()}
+    if isinstance(value, Iterable):
+        return {str(v).upper() for v in value}
+    return set()
+
+
+def _base(states: set[str], known: set[str]) -> str:
+    found = sorted(states & known)
+    return found[0] if found else "UNKNOWN"
+
+
+def _top_level_items(text: str) -> Iterator[str]:
+    """Comma-separated items, ignoring commas inside parentheses (``gpu:2(IDX:0,2)``)."""
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            yield text[start:i]
+            start = i + 1
+    yield text[start:]
+
+
+_COUNT = re.compile(r"^(\d+)([KMGTP]?)$", re.IGNORECASE)
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+
+def gres_gpus(gres: Any) -> int:
+    """GPUs in a node's ``gres`` or ``gres_used`` string: ``gpu:h100:8(S:0-1)``,
+    ``gpu:h100:3(IDX:0,2-3),gpu:a100:0(IDX:N/A)``, ``gpu:2``; other GRES are ignored."""
+    if not isinstance(gres, str):
+        return 0
+    total = 0
+    for item in _top_level_items(gres):
+        parts = item.split("(", 1)[0].strip().split(":")
+        if parts[0].strip().lower() != "gpu":
+            continue
+        if len(parts) == 1:
+            total += 1  # `Gres=gpu`: one
+            continue
+        match = _COUNT.match(parts[-1].strip())
+        if match:
+            total += int(match.group(1)) * _SUFFIX[match.group(2).upper()]
+        else:
+            total += 1  # `gpu:<type>` without a count: one
+    return total
+
+
+def _partitions_of(node: Mapping[str, Any]) -> list[str]:
+    value = node.get("partitions") or []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [str(p) for p in value if p]
+
+
+# --------------------------------------------------------------------------- the snapshot
+
+
+def snapshot(
+    nodes: Iterable[Mapping[str, Any]],
+    jobs: Iterable[Mapping[str, Any]],
+    partitions: Iterable[Mapping[str, Any]],
+    diag: Mapping[str, Any] | None,
+) -> Samples:
+    """Samples (labels beside namespace and cluster, value) per metric name, from slurmrestd's
+    ``nodes``, ``jobs`` and ``partitions`` lists and the ``statistics`` object of ``/diag``."""
+    samples: Samples = defaultdict(list)
+
+    # nodes
+    node_states: Counter[str] = Counter()
+    per_partition: dict[str, Counter[str]] = defaultdict(Counter)
+    total_nodes = 0
+    for node in nodes:
+        total_nodes += 1
+        name = str(node.get("name") or "")
+        states = _states(node.get("state"))
+        base = _base(states, NODE_BASE_STATES)
+        if base == "DOWN":
+            node_states["down"] += 1
+        elif "DRAIN" in states:
+            node_states["drain"] += 1
+        elif base in ("IDLE", "ALLOCATED", "MIXED"):
+            node_states[{"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mixed"}[base]] += 1
+        cpus, cpu_alloc = _number(node.get("cpus")), _number(node.get("alloc_cpus"))
+        gpus, gpu_alloc = gres_gpus(node.get("gres")), gres_gpus(node.get("gres_used"))
+        samples["slurm_node_cpu_total"].append(((name,), cpus))
+        samples["slurm_node_cpu_alloc"].append(((name,), cpu_alloc))
+        samples["slurm_node_gpu_total"].append(((name,), float(gpus)))
+        samples["slurm_node_gpu_alloc"].append(((name,), float(gpu_alloc)))
+        samples["slurm_node_mem_total"].append(((name,), _number(node.get("real_memory")) * MIB))
+        samples["slurm_node_mem_alloc"].append(((name,), _number(node.get("alloc_memory")) * MIB))
+        for partition in _partitions_of(node):
+            per_partition[partition].update(
+                {"cpu_alloc": int(cpu_alloc), "gpu_total": gpus, "gpu_alloc": gpu_alloc}
+            )
+    samples["slurm_nodes_total"].append(((), float(total_nodes)))
+    for state in ("idle", "alloc", "mixed", "drain", "down"):
+        samples[f"slurm_nodes_{state}"].append(((), float(node_states[state])))
+
+    # jobs
+    job_states: Counter[str] = Counter()
+    by_partition: Counter[tuple[str, str]] = Counter()
+    for job in jobs:
+        state = _base(_states(job.get("job_state")), JOB_BASE_STATES)
+        job_states[state] += 1
+        by_partition[(str(job.get("partition") or ""), state)] += 1
+    samples["slurm_queue_pending"].append(((), float(job_states["PENDING"])))
+    samples["slurm_queue_running"].append(((), float(job_states["RUNNING"])))
+    samples["slurm_queue_completed"].append(((), float(job_states["COMPLETED"])))
+    failed = sum(job_states[s] for s in JOB_FAILED_STATES)
+    samples["slurm_queue_failed"].append(((), float(failed)))
+    for (partition, state), count in sorted(by_partition.items()):
+        samples["slurm_job_state"].append(((partition, state), float(count)))
+
+    # partitions
+    for partition in partitions:
+        name = str(partition.get("name") or "")
+        mine = per_partition.get(name, Counter())
+        cpus = partition.get("cpus") or {}
+        nodes_of = partition.get("nodes") or {}
+        samples["slurm_partition_nodes_total"].append(((name,), _number(nodes_of.get("total"))))
+        samples["slurm_partition_cpu_total"].append(((name,), _number(cpus.get("total"))))
+        samples["slurm_partition_cpu_alloc"].append(((name,), float(mine["cpu_alloc"])))
+        samples["slurm_partition_gpu_total"].append(((name,), float(mine["gpu_total"])))
+        samples["slurm_partition_gpu_alloc"].append(((name,), float(mine["gpu_alloc"])))
+
+    # the controller (/diag `statistics`)
+    if diag:
+        stats = diag.get("statistics", diag)
+        samples["slurm_scheduler_cycle_last_seconds"].append(
+            ((), _number(stats.get("schedule_cycle_last")) / 1e6)
+        )
+        samples["slurm_scheduler_backfill_cycle_last_seconds"].append(
+            ((), _number(stats.get("bf_cycle_last")) / 1e6)
+        )
+        samples["slurm_controller_server_threads"].append(
+            ((), _number(stats.get("server_thread_count")))
+        )
+        for rpc in stats.get("rpcs_by_message_type") or []:
+            kind = str(rpc.get("message_type") or rpc.get("type_id") or "")
+            samples["slurm_controller_rpc_count"].append(((kind,), _number(rpc.get("count"))))
+            # slurmctld adds each RPC's duration in microseconds (sdiag prints it so).
+            samples["slurm_controller_rpc_time_seconds"].append(
+                ((kind,), _number(rpc.get("total_time")) / 1e6)
+            )
+    return dict(samples)
+
+
+# --------------------------------------------------------------------------- the collector
+
+
+@dataclass
+class _Cluster:
+    samples: Samples
+    up: bool
+    last_success: float | None
+
+
+class SlurmMetrics(Collector):
+    """The latest snapshot of each Slurm cluster, rendered for Prometheus.
+
+    ``observe`` after a successful read of a cluster, ``failed`` when a read fails (its Slurm
+    series go, ``slurm_metrics_up`` turns 0 and the last success time stays), ``forget`` when
+    the cluster's Syncer stops. ``render`` is safe to call from any thread.
+    """
+
+    def __init__(self, clock: Any = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._clusters: dict[tuple[str, str], _Cluster] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def observe(
+        self,
+        namespace: str,
+        cluster: str,
+        nodes: Iterable[Mapping[str, Any]],
+        jobs: Iterable[Mapping[str, Any]],
+        partitions: Iterable[Mapping[str, Any]],
+        diag: Mapping[str, Any] | None,
+    ) -> None:
+        samples = snapshot(nodes, jobs, partitions, diag)
+        with self._lock:
+            self._clusters[(namespace, cluster)] = _Cluster(samples, True, self._clock())
+
+    def failed(self, namespace: str, cluster: str) -> None:
+        with self._lock:
+            last = self._clusters.get((namespace, cluster))
+            self._clusters[(namespace, cluster)] = _Cluster(
+                {}, False, last.last_success if last else None
+            )
+
+    def forget(self, namespace: str, cluster: str) -> None:
+        with self._lock:
+            self._clusters.pop((namespace, cluster), None)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        for name, metric in METRICS.items():
+            yield GaugeMetricFamily(name, metric.help, labels=[*CLUSTER_LABELS, *metric.labels])
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            clusters = sorted(self._clusters.items())
+        for name, metric in METRICS.items():
+            family = GaugeMetricFamily(name, metric.help, labels=[*CLUSTER_LABELS, *metric.labels])
+            for (namespace, cluster), state in clusters:
+                if name == "slurm_metrics_up":
+                    family.add_metric([namespace, cluster], 1.0 if state.up else 0.0)
+                elif name == "slurm_metrics_last_success_timestamp_seconds":
+                    if state.last_success is not None:
+                        family.add_metric([namespace, cluster], state.last_success)
+                else:
+                    for labels, value in state.samples.get(name, ()):
+                        family.add_metric([namespace, cluster, *labels], value)
+            if family.samples:
+                yield family
+
+    def render(self) -> bytes:
+        """The Prometheus text format (0.0.4): ``# HELP``, ``# TYPE`` and samples."""
+        return generate_latest(self.registry)
