@@ -191,6 +191,30 @@ def test_a_drain_started_in_slurm_shows_on_the_node_and_pod_and_is_left_alone(
     slurm.wait("the Node annotation and SlurmCordon cleared", cleared, timeout=120)
 
 
+def test_operator_metrics_carry_the_slurm_cluster_state(slurm: SlurmDeployment):
+    """The Syncer feeds SUNK's slurm_* gauges from slurmrestd into the operator's /metrics
+    (read through the metrics Service from the login Pod, as Prometheus would)."""
+    (service,) = [
+        s["metadata"]["name"]
+        for s in slurm.cluster.client.list("/api/v1/namespaces/sunk/services")
+        if s["metadata"]["name"].endswith("operator-metrics")
+    ]
+    request = (
+        f"exec 3<>/dev/tcp/{service}.sunk.svc.cluster.local/8080; "
+        "printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+    )
+    labels = f'{{cluster="{CLUSTER}",namespace="{slurm.namespace}"}}'
+
+    def scraped() -> str | None:
+        text = slurm.login("bash", "-c", request)
+        return text if f"slurm_nodes_total{labels} 2.0" in text else None
+
+    text = slurm.wait("slurm_nodes_total in the operator's /metrics", scraped, 120)
+    assert f"slurm_metrics_up{labels} 1.0" in text
+    assert "# HELP slurm_nodes_idle " in text
+    assert f'kube_sunk_nodeset_ready{{namespace="{slurm.namespace}",nodeset="cpu"}} 2' in text
+
+
 def test_a_deleted_slurmd_pod_comes_back_on_its_node(slurm: SlurmDeployment):
     victim = slurm.running_pods("compute")[0]
     name, node, uid = (

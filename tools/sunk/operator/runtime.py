@@ -24,6 +24,7 @@ from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import WorkQueue
 from sunk.syncer.loop import Syncer
+from sunk.syncer.slurm_metrics import SlurmMetrics
 
 log = logging.getLogger("sunk.operator")
 RESYNC_SECONDS = 60
@@ -41,6 +42,7 @@ class Runtime:
     config: KubeConfig
     kube: Kube
     metrics: Metrics = field(default_factory=Metrics)
+    slurm_metrics: SlurmMetrics = field(default_factory=SlurmMetrics)
     queue: WorkQueue | None = None
     ready: bool = False
     namespaces: tuple[str, ...] = ()  # empty: every namespace
@@ -147,6 +149,7 @@ class Runtime:
             secret,
             spec.syncer.logLevel,
             on_change=lambda: self.enqueue_nodesets(ns, cluster),
+            metrics=self.slurm_metrics,
         )
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)
@@ -325,7 +328,8 @@ def health_app(rt: Runtime) -> web.Application:
 
     async def metrics(_: web.Request) -> web.Response:
         rt.metrics.api_writes = rt.kube.writes
-        return web.Response(text=rt.metrics.render(), content_type="text/plain")
+        text = rt.metrics.render() + rt.slurm_metrics.render().decode()
+        return web.Response(text=text, content_type="text/plain")
 
     app = web.Application()
     app.add_routes(

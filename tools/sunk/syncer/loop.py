@@ -26,8 +26,10 @@ from sunk.syncer.plan import (
     plan,
 )
 from sunk.syncer.restd import SlurmApiError, Slurmrestd
+from sunk.syncer.slurm_metrics import SlurmMetrics
 
 INTERVAL_SECONDS = 5.0
+METRICS_SECONDS = 30.0  # jobs, partitions and diag: read less often than the nodes
 STALE_PASSES = 3  # a view older than this many intervals is not trusted for removals
 
 
@@ -46,10 +48,13 @@ class Syncer:
         log_level: str = "info",
         interval: float = INTERVAL_SECONDS,
         on_change: Callable[[], None] | None = None,
+        metrics: SlurmMetrics | None = None,
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
         self.on_change = on_change
+        self.metrics = metrics
+        self._metrics_at = 0.0
         self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
         self.restd: Slurmrestd | None = None
@@ -101,11 +106,15 @@ class Syncer:
                     raise
                 except Exception as exc:  # keep syncing: the next pass retries everything
                     message = f"{type(exc).__name__}: {exc}"
+                    if self.metrics is not None:
+                        self.metrics.failed(self.namespace, self.cluster)
                     if message != self._last_error:  # once per distinct error, not per pass
                         self.log.warning("sync pass failed: %s", message)
                         self._last_error = message
                 await self._sleep()
         finally:
+            if self.metrics is not None:
+                self.metrics.forget(self.namespace, self.cluster)
             if self.restd is not None:
                 await self.restd.close()
 
@@ -123,7 +132,8 @@ class Syncer:
     async def sync_once(self) -> Actions:
         restd = await self._client()
         # Slurm first: a node registered then has its Pod in the list that follows.
-        slurm = {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
+        raw_nodes = await restd.nodes()
+        slurm = {n.name: n for n in map(SlurmNode.from_restd, raw_nodes)}
         cluster = f"{names.LABEL_CLUSTER}={self.cluster}"
         pods = await self.kube.list(
             path_for("v1", "pods", self.namespace), f"{cluster},{names.LABEL_NODESET}"
@@ -137,8 +147,17 @@ class Syncer:
         actions = plan(pods, nodes, slurm)
         await self._apply(restd, actions)
         self._publish(slurm, actions)
+        await self._observe(restd, raw_nodes)
         self.passes += 1
         return actions
+
+    async def _observe(self, restd: Slurmrestd, nodes: list[dict[str, Any]]) -> None:
+        """Slurm metrics every METRICS_SECONDS: three more reads, whatever the node count."""
+        if self.metrics is None or time.monotonic() - self._metrics_at < METRICS_SECONDS:
+            return
+        jobs, partitions, diag = await restd.jobs(), await restd.partitions(), await restd.diag()
+        self.metrics.observe(self.namespace, self.cluster, nodes, jobs, partitions, diag)
+        self._metrics_at = time.monotonic()
 
     def _publish(self, slurm: dict[str, SlurmNode], actions: Actions) -> None:
         """Keep the view; wake the NodeSets when what they act on changed (activity, drain,
