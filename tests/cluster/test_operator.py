@@ -712,7 +712,9 @@ def test_without_slurm_state_a_removal_waits_for_the_grace_period(
         f"{API}/namespaces/{ns}/slurmclusters/wait",
         {"spec": {"syncer": {"removalGracePeriodSeconds": 5}}},
     )
-    control_plane.wait_for(lambda: kube.get(path) is None or None, 150, "NodeSet gone")
+    control_plane.wait_for(
+        lambda: kube.get(path, missing_ok=True) is None or None, 150, "NodeSet gone"
+    )
     events = kube.list(f"/api/v1/namespaces/{ns}/events")
     expired = [e for e in events if e["reason"] == "RemovalGraceExpired"]
     assert {e["involvedObject"]["name"] for e in expired} == {"wait"}

@@ -268,7 +268,9 @@ def _known_to_slurm(slurm: SlurmDeployment, name: str) -> bool:
 
 
 def _pod(slurm: SlurmDeployment, name: str) -> dict | None:
-    return slurm.cluster.client.get(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
+    return slurm.cluster.client.get(
+        f"/api/v1/namespaces/{slurm.namespace}/pods/{name}", missing_ok=True
+    )
 
 
 def _restart_operator(slurm: SlurmDeployment) -> None:

@@ -124,8 +124,14 @@ class KubeClient:
             return text
         return json.loads(text) if text else None
 
-    def get(self, path: str, **query: str) -> Any:
-        return self.request("GET", path, query=query or None)
+    def get(self, path: str, *, missing_ok: bool = False, **query: str) -> Any:
+        """The object; with ``missing_ok``, None when the API server has none (404)."""
+        try:
+            return self.request("GET", path, query=query or None)
+        except KubeAPIError as exc:
+            if missing_ok and exc.status == 404:
+                return None
+            raise
 
     def list(
         self, path: str, *, label_selector: str | None = None, field_selector: str | None = None
