@@ -177,7 +177,10 @@ class Syncer:
             self.log.info("resume %s (its k8s: cause cleared)", node)
             await restd.resume(node)
         for node in actions.forget:
-            await self.forget(node)
+            try:
+                await self.forget(node)
+            except SlurmApiError as exc:  # e.g. a job still completing there: next pass
+                self.log.warning("could not delete Slurm node %s yet: %s", node, exc)
         for node, reason in actions.node_marks.items():
             await self._mark_node(node, reason)
         for (ns, pod), reason in actions.pod_marks.items():
