@@ -42,7 +42,7 @@ class Plan:
     on_delete: bool = False  # …and only a deletion replaces them
 
 
-def _is_ready(pod: dict[str, Any]) -> bool:
+def is_ready(pod: dict[str, Any]) -> bool:
     if pod.get("metadata", {}).get("deletionTimestamp"):
         return False
     conditions = pod.get("status", {}).get("conditions") or []
@@ -87,7 +87,7 @@ def scale_down_order(
     first within a class."""
 
     def rank(pod: dict[str, Any]) -> int:
-        if not _is_ready(pod):
+        if not is_ready(pod):
             return 0
         node = (slurm or {}).get(pod["metadata"]["name"])
         return ACTIVITY_RANK[node.activity] if node is not None else 1
@@ -207,13 +207,13 @@ def plan(
         if (p["metadata"].get("annotations") or {}).get(names.ANN_TEMPLATE_HASH) != current_hash
     ]
     if nodeset.spec.updateStrategy.type == "RollingUpdate":
-        unavailable = sum(1 for p in kept if not _is_ready(p) or _marked(p)) + len(result.create)
+        unavailable = sum(1 for p in kept if not is_ready(p) or _marked(p)) + len(result.create)
         room = budget(nodeset.spec.maxUnavailable, max(desired, 1)) - unavailable
         in_order = sorted(scale_down_order(outdated, slurm), key=lambda p: not _marked(p))
         for pod in in_order:
             if pod["metadata"].get("deletionTimestamp"):
                 continue
-            if not _marked(pod) and _is_ready(pod):
+            if not _marked(pod) and is_ready(pod):
                 if room <= 0:
                     continue
                 room -= 1
@@ -221,7 +221,7 @@ def plan(
     result.rolling = bool(outdated)
     result.on_delete = nodeset.spec.updateStrategy.type == "OnDelete"
 
-    ready = sum(1 for p in kept if _is_ready(p))
+    ready = sum(1 for p in kept if is_ready(p))
     states = [slurm[n] for n in (p["metadata"]["name"] for p in pods) if n in (slurm or {})]
     result.status = {
         "desiredNumberScheduled": desired,

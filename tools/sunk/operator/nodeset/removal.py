@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import names
+from sunk.operator.nodeset.plan import is_ready
 from sunk.syncer.plan import SlurmNode
 
 
@@ -36,11 +37,6 @@ class Steps:
     expired: list[str] = field(default_factory=list)  # deleted with jobs: grace ran out
     waiting: list[str] = field(default_factory=list)  # drained (or draining), jobs running
     recheck_in: float | None = None  # seconds until the first grace period runs out
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _since(annotations: dict[str, str]) -> float | None:
@@ -81,7 +77,7 @@ def decide(
             steps.delete.append(name)
             continue
         node = view.get(name) if view is not None else None
-        unknown_to_slurm = view is not None and node is None and not _ready(pod)
+        unknown_to_slurm = view is not None and node is None and not is_ready(pod)
         if not marked:
             if unknown_to_slurm:  # never registered: no job can be on it
                 steps.delete.append(name)
