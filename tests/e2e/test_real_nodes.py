@@ -248,14 +248,22 @@ def _scale(slurm: SlurmDeployment, replicas: int) -> None:
     slurm.cluster.client.patch(_nodeset_path(slurm), {"spec": {"replicas": replicas}})
 
 
-def _submit(slurm: SlurmDeployment, node: str, seconds: int) -> str:
+RELEASE = "/tmp/sunk-e2e-release"  # in the slurmd container: the job ends when it appears
+
+
+def _submit(slurm: SlurmDeployment, node: str) -> str:
+    """A job on ``node`` that runs until ``_release`` (no race with a fixed duration)."""
     out = slurm.login(
         "sbatch", "--parsable", f"--nodelist={node}", "--output=/dev/null",
-        "--wrap", f"sleep {seconds}",
+        "--wrap", f"rm -f {RELEASE}; until [ -e {RELEASE} ]; do sleep 1; done",
     )  # fmt: skip
     job = out.strip().split(";")[0]
     slurm.wait(f"job {job} running on {node}", lambda: _job_state(slurm, job) == "RUNNING", 120, 1)
     return job
+
+
+def _release(slurm: SlurmDeployment, node: str) -> None:
+    slurm.exec(node, "slurmd", "touch", RELEASE)
 
 
 def _job_state(slurm: SlurmDeployment, job: str) -> str:
@@ -288,7 +296,7 @@ def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job
     then its Slurm record; sacct says COMPLETED."""
     pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
     busy, idle = pods
-    job = _submit(slurm, busy, 120)
+    job = _submit(slurm, busy)
     _scale(slurm, 1)
     slurm.wait(f"{idle} removed", lambda: _pod(slurm, idle) is None, 180, 1)
     slurm.wait(f"{idle} deleted from Slurm", lambda: not _known_to_slurm(slurm, idle), 60, 1)
@@ -308,6 +316,7 @@ def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job
     removing = {c["type"]: c for c in nodeset["status"]["conditions"]}["Removing"]
     assert removing["status"] == "True" and busy in removing["message"], removing
 
+    _release(slurm, busy)
     slurm.wait(f"{busy} removed after its job", lambda: _pod(slurm, busy) is None, 300, 1)
     slurm.wait(f"{busy} deleted from Slurm", lambda: not _known_to_slurm(slurm, busy), 60, 1)
     states = slurm.wait(f"job {job} in sacct", lambda: (s := slurm.sacct_jobs()).get(job) and s)
@@ -322,7 +331,7 @@ def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job
 def test_rolling_update_never_replaces_a_node_under_a_running_job(slurm: SlurmDeployment):
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurm.running_pods("compute")}
     busy, idle = sorted(before)
-    job = _submit(slurm, busy, 90)
+    job = _submit(slurm, busy)
     slurm.cluster.client.patch(
         _nodeset_path(slurm),
         {"spec": {"template": {"metadata": {"annotations": {"e2e/rolled": "1"}}}}},
@@ -340,7 +349,10 @@ def test_rolling_update_never_replaces_a_node_under_a_running_job(slurm: SlurmDe
     slurm.wait(
         f"{busy} drained for the update", lambda: slurm.slurm_node(busy)[1] == reason, 180, 1
     )
+    time.sleep(10)  # drained, still running: not deleted
     assert _job_state(slurm, job) == "RUNNING"
+    assert not replaced(busy) and _pod(slurm, busy)["metadata"]["uid"] == before[busy]
+    _release(slurm, busy)
     slurm.wait(f"{busy} replaced after its job", lambda: replaced(busy), 300, 1)
     states = slurm.wait(f"job {job} in sacct", lambda: (s := slurm.sacct_jobs()).get(job) and s)
     assert states[job] == "COMPLETED", states
