@@ -83,6 +83,16 @@ class Syncer:
             return None
         return self._view
 
+    async def read_now(self) -> dict[str, SlurmNode] | None:
+        """The Slurm nodes read right now (None if slurmrestd does not answer): for a
+        decision that must not rest on a view a few seconds old (which node to remove)."""
+        try:
+            restd = await self._client()
+            return {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
+        except (SlurmApiError, RuntimeError) as exc:
+            self.log.warning("could not read the Slurm nodes: %s", exc)
+            return None
+
     async def forget(self, node: str) -> None:
         """Delete a dynamic node record (its Pod is gone); one already gone is fine."""
         restd = await self._client()

@@ -36,6 +36,8 @@ class SlurmLink(Protocol):
 
     async def forget(self, node: str) -> None: ...
 
+    async def read_now(self) -> Mapping[str, SlurmNode] | None: ...
+
 
 LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) → the Syncer
 
@@ -201,6 +203,13 @@ async def reconcile_nodeset(
     }
     try:
         result = plan(nodeset, body, ctx, nodes, pods, live, view)
+        if link is not None and view is not None and _new_removals(result, pods):
+            # Which Pods to remove is chosen on Slurm state read now: a job may have started
+            # since the Syncer's last pass.
+            fresh = await link.read_now()
+            if fresh is not None:
+                view = fresh
+                result = plan(nodeset, body, ctx, nodes, pods, live, view)
     except (SizingError, UnsafeConfigError) as exc:  # a registration Slurm cannot take
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
@@ -288,6 +297,17 @@ async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.S
             "and its jobs fail",
         )
     await _bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
+
+
+def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
+    """The plan removes a Pod not yet marked (and not already going)."""
+    settled = {
+        p["metadata"]["name"]
+        for p in pods
+        if names.ANN_REMOVAL in (p["metadata"].get("annotations") or {})
+        or p["metadata"].get("deletionTimestamp")
+    }
+    return any(pod not in settled for pod, _ in result.delete)
 
 
 def _pinned_node(pod: dict[str, Any]) -> str:
