@@ -253,10 +253,12 @@ RELEASE = "/tmp/sunk-e2e-release"  # in the slurmd container: the job ends when 
 
 def _submit(slurm: SlurmDeployment, node: str) -> str:
     """A job on ``node`` that runs until ``_release`` (no race with a fixed duration)."""
-    out = slurm.login(
+    argv = (
         "sbatch", "--parsable", f"--nodelist={node}", "--output=/dev/null",
         "--wrap", f"rm -f {RELEASE}; until [ -e {RELEASE} ]; do sleep 1; done",
     )  # fmt: skip
+    # right after start-up slurmctld may refuse jobs until slurmdbd has sent the associations
+    out = slurm.wait(f"a job accepted for {node}", lambda: slurm.login(*argv), 120, 3)
     job = out.strip().split(";")[0]
     slurm.wait(f"job {job} running on {node}", lambda: _job_state(slurm, job) == "RUNNING", 120, 1)
     return job
