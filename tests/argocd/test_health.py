@@ -32,7 +32,7 @@ OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
     (op.nodeset_node_conflict, N, "Degraded", "NodeConflict (NodeConflict): n1: used by"),
     (op.nodeset_cluster_not_found, N, "Progressing", "Ready (ClusterNotFound): no SlurmCluster"),
     (op.nodeset_pods_starting, N, "Progressing", "Ready (Progressing): 0/2 ready"),
-    (op.nodeset_rolling_update, N, "Progressing", "RollingUpdate (TemplateChanged): 2 Pods run an older"),
+    (op.nodeset_rolling_update, N, "Progressing", "RollingUpdate (TemplateChanged): 2 Pods"),
     (op.nodeset_generation_not_observed, N, "Progressing", "Waiting for the NodeSet controller"),
     (op.nodeset_all_ready, N, "Healthy", "2/2 nodes ready"),
     (op.nodeset_fixed_after_invalid, N, "Healthy", "2/2 nodes ready"),
