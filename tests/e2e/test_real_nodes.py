@@ -358,7 +358,7 @@ def test_rolling_update_never_replaces_a_node_under_a_running_job(slurm: SlurmDe
     slurm.wait(f"{busy} replaced after its job", lambda: replaced(busy), 300, 1)
     states = slurm.wait(f"job {job} in sacct", lambda: (s := slurm.sacct_jobs()).get(job) and s)
     assert states[job] == "COMPLETED", states
-    slurm.wait("both nodes idle", lambda: sorted(slurm.idle_nodes()) == sorted(before), 300)
+    slurm.wait("both nodes idle", lambda: set(slurm.idle_nodes()) == set(before), 300)
     for pod in slurm.running_pods("compute"):
         assert pod["metadata"]["annotations"].get("e2e/rolled") == "1"
         assert "sunk.coreweave.com/removal" not in pod["metadata"]["annotations"]
