@@ -21,6 +21,7 @@ class OperatorProcess:
         self.kubeconfig, self.namespaces = kubeconfig, namespaces
         self.log_dir, self.lease_namespace = log_dir, lease_namespace
         self.port = free_port()
+        self.hook_port = free_port()
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
@@ -40,6 +41,10 @@ class OperatorProcess:
             str(self.port),
             "--metrics-port",
             str(self.port),
+            "--hook-port",
+            str(self.hook_port),
+            "--hook-url",
+            f"http://127.0.0.1:{self.hook_port}",
             "--leader-election-namespace",
             self.lease_namespace,
             "--log-level",

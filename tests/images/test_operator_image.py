@@ -88,6 +88,7 @@ def test_operator_container_reconciles(built_images, helm, tmp_path):  # noqa: F
            "-v", f"{kubeconfig}:/etc/sunk/kubeconfig:ro", ref("operator"), "run",
            "--kubeconfig", "/etc/sunk/kubeconfig", "--health-host", "127.0.0.1",
            "--health-port", str(port), "--metrics-port", str(port),
+           "--hook-port", str(free_port()),
            "--leader-election-namespace", "img", "--namespace", "img")  # fmt: skip
         try:
             cp.client.create(

@@ -224,3 +224,22 @@ def test_deterministic():
     a = render(nodesets=[nodeset("b"), nodeset("a")])
     b = render(nodesets=[nodeset("a"), nodeset("b")])
     assert a.files == b.files
+
+
+def test_node_locking_adds_the_lock_to_prolog_and_epilog():
+    out = render(cluster(), [nodeset("g")])  # the default: Syncer on, locking on
+    lines = conf_lines(out)
+    assert "Prolog=/etc/slurm/prolog.sh" in lines
+    assert "Epilog=/etc/slurm/epilog.sh" in lines
+    assert "PrologFlags=Alloc" in lines  # the lock is taken at allocation, before the job
+    assert "/etc/slurm/sunk-lock.sh" in out.files["prolog.sh"]
+    assert "unlock" in out.files["epilog.sh"]
+    assert "/hook/v1/$action" in out.files["sunk-lock.sh"]
+    for off in (
+        cluster(syncer={"nodeLocking": False}),
+        cluster(syncer={"enabled": False}),
+        cluster(rest={"enabled": False}),
+    ):
+        quiet = render(off, [nodeset("g")])
+        assert not any(line.startswith(("Prolog", "Epilog")) for line in conf_lines(quiet))
+        assert not {"prolog.sh", "epilog.sh", "sunk-lock.sh"} & set(quiet.files)

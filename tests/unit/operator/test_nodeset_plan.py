@@ -296,3 +296,27 @@ def test_on_delete_strategy_never_replaces_outdated_pods():
     recreated = plan(changed, OWNER, CTX, nodes, pods[1:])
     created = recreated.create[0]["metadata"]["annotations"][names.ANN_TEMPLATE_HASH]
     assert created == template_hash(changed)
+
+
+def test_a_locking_cluster_gives_its_pods_the_hook_token_and_url():
+    from dataclasses import replace
+
+    from sunk.operator.nodeset.pod import HOOK_URL_ANNOTATION, build_pod
+
+    ns = nodeset(replicas=1)
+    ctx = replace(CTX, locking=True, hook_url="http://op-hook.sunk.svc:8082")
+    pod = build_pod(ns, OWNER, ctx, "n1", "n1-pod", {})
+    assert pod["metadata"]["annotations"][HOOK_URL_ANNOTATION] == ctx.hook_url
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    sources = volumes["sunk-hook"]["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["audience"] == "sunk.coreweave.com/hook"
+    assert volumes["dispatchers"]["configMap"]["name"] == "c-slurm-config"
+    mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert {"/etc/slurm/prolog.sh", "/etc/slurm/epilog.sh", "/etc/slurm/sunk-lock.sh"} <= mounts
+    assert "/var/run/sunk/hook" in mounts
+    # Locking on changes the template (Pods roll once); a new hook URL does not.
+    assert template_hash(ns, ctx) != template_hash(ns, CTX)
+    assert template_hash(ns, ctx) == template_hash(ns, replace(ctx, hook_url="http://x:1"))
+    plain = build_pod(ns, OWNER, CTX, "n1", "n1-pod", {})
+    assert "sunk-hook" not in {v["name"] for v in plain["spec"]["volumes"]}
+    assert HOOK_URL_ANNOTATION not in plain["metadata"]["annotations"]

@@ -117,6 +117,14 @@ class SlurmClusterSpec(Strict):
     nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")
     scripts: Scripts = Field(default_factory=Scripts, description="Prolog/epilog ConfigMaps.")
 
+    def syncs(self) -> bool:
+        """The Syncer runs: it talks to slurmrestd with a JWT."""
+        return self.syncer.enabled and self.rest.enabled and self.jwt.enabled
+
+    def locks_nodes(self) -> bool:
+        """Jobs lock their Nodes through the prolog hook (the Syncer releases stale locks)."""
+        return self.syncs() and self.syncer.nodeLocking
+
 
 class SlurmClusterStatus(Strict):
     observedGeneration: int | None = Field(default=None, description="Last reconciled generation.")

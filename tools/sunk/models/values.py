@@ -450,6 +450,12 @@ class Syncer(Strict):
         "deleted NodeSet) may keep running jobs after it is drained; then it is deleted and "
         "its jobs fail. 0 waits for the jobs however long they run.",
     )
+    nodeLocking: bool = Field(
+        default=True,
+        description="A job's prolog locks its Kubernetes Node before the job starts: the taint "
+        "`sunk.coreweave.com/lock=true:NoExecute`, and Pods that do not tolerate it are "
+        "evicted; the epilog unlocks. Works while the Syncer runs.",
+    )
 
 
 class SchedulerScope(Strict):
@@ -656,6 +662,14 @@ class Operator(Strict):
     )
     metricsPort: int = Field(default=8080, ge=1, le=65535, description="Metrics port.")
     healthPort: int = Field(default=8081, ge=1, le=65535, description="Health probe port.")
+    hookPort: int = Field(
+        default=8082,
+        ge=0,
+        le=65535,
+        description="Port of the lock hook that job prologs and epilogs call (node locking); "
+        "served by every replica behind the Service `<release>-operator-hook`. 0 turns the hook "
+        "off: jobs then run unlocked.",
+    )
     podMonitor: MetricsScrape = Field(
         default_factory=MetricsScrape, description="Prometheus Operator PodMonitor."
     )

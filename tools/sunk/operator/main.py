@@ -17,6 +17,7 @@ from sunk.operator import runtime
 from sunk.operator.check import run_check
 from sunk.operator.kube import Kube, KubeConfig
 from sunk.operator.leader import LeaderElector, identity
+from sunk.syncer.hook import Locker, hook_app
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,6 +37,17 @@ def parser() -> argparse.ArgumentParser:
             help="serves /metrics (and health, when on the same port)",
         )
         target.add_argument("--health-port", type=int, default=8081)
+        target.add_argument(
+            "--hook-port",
+            type=int,
+            default=8082,
+            help="serves the lock hook that job prologs call (0: off)",
+        )
+        target.add_argument(
+            "--hook-url",
+            default="",
+            help="the lock hook's URL as slurmd Pods reach it (the chart's hook Service)",
+        )
         target.add_argument("--health-host", default="0.0.0.0")
         target.add_argument("--leader-election-namespace", default="sunk")
         target.add_argument("--no-leader-election", action="store_true")
@@ -56,12 +68,21 @@ def parser() -> argparse.ArgumentParser:
 async def serve(args: argparse.Namespace) -> None:
     config = KubeConfig.load(args.kubeconfig)
     kube = Kube(config)
-    rt = runtime.Runtime(config=config, kube=kube, namespaces=tuple(args.namespace))
+    hook_url = args.hook_url if args.hook_port else ""
+    rt = runtime.Runtime(
+        config=config, kube=kube, namespaces=tuple(args.namespace), hook_url=hook_url
+    )
     runtime.RUNTIME = rt
     runner = web.AppRunner(runtime.health_app(rt))
     await runner.setup()
     for port in sorted({args.health_port, args.metrics_port}):
         await web.TCPSite(runner, args.health_host, port).start()
+    # Every replica answers the hook (it is stateless: the Node holds the lock), so a job's
+    # prolog does not wait for a leader election.
+    hook_runner = web.AppRunner(hook_app(Locker(kube)))
+    await hook_runner.setup()
+    if args.hook_port:
+        await web.TCPSite(hook_runner, args.health_host, args.hook_port).start()
     elector = None
     if not args.no_leader_election:
         elector = LeaderElector(Kube(config), args.leader_election_namespace)
@@ -80,6 +101,7 @@ async def serve(args: argparse.Namespace) -> None:
     finally:
         await kube.close()
         await runner.cleanup()
+        await hook_runner.cleanup()
 
 
 def run(argv: list[str] | None = None) -> None:

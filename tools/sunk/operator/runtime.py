@@ -46,6 +46,7 @@ class Runtime:
     queue: WorkQueue | None = None
     ready: bool = False
     namespaces: tuple[str, ...] = ()  # empty: every namespace
+    hook_url: str = ""  # the lock hook as slurmd Pods reach it ("": Pods get no lock hook)
     # What the watches have shown: (kind, namespace, name) → spec.clusterName.
     known: dict[tuple[str, str, str], str] = field(default_factory=dict)
     node_fingerprints: dict[str, str] = field(default_factory=dict)
@@ -76,7 +77,11 @@ class Runtime:
                 self._on_cluster_generation(ns, name, body)
             else:
                 status = await reconcile_nodeset(
-                    self.kube, body, self.slurm_link, lambda s: self.recheck(key, s)
+                    self.kube,
+                    body,
+                    self.slurm_link,
+                    lambda s: self.recheck(key, s),
+                    hook_url=self.hook_url,
                 )
                 self.metrics.nodesets[(ns, name)] = status
         except Exception as exc:
@@ -128,14 +133,14 @@ class Runtime:
             spec = SlurmClusterSpec.model_validate(body.get("spec") or {})
         except ValidationError:
             return  # the reconcile has already written InvalidSpec
-        if not (spec.syncer.enabled and spec.rest.enabled and spec.jwt.enabled):
+        if not spec.syncs():
             if spec.syncer.enabled:
                 log.warning("%s/%s: the Syncer needs rest.enabled and jwt.enabled", ns, name)
             self.stop_syncer(ns, name)
             return
         url = f"http://{names.rest(spec.clusterName)}.{ns}.svc:6820"
         secret = names.jwt_secret_of(spec)
-        settings = (spec.clusterName, url, secret, spec.syncer.logLevel)
+        settings = (spec.clusterName, url, secret, spec.syncer.logLevel, spec.locks_nodes())
         current = self.syncers.get((ns, name))
         if current and current.settings == settings and not current.task.done():
             return
@@ -150,6 +155,7 @@ class Runtime:
             spec.syncer.logLevel,
             on_change=lambda: self.enqueue_nodesets(ns, cluster),
             metrics=self.slurm_metrics,
+            locking=spec.locks_nodes(),
         )
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)

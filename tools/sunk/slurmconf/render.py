@@ -13,7 +13,7 @@ from sunk.slurmconf.inputs import ClusterInputs
 from sunk.slurmconf.memory import SizingError
 from sunk.slurmconf.plugstack import render_plugstack_conf
 from sunk.slurmconf.registration import registration
-from sunk.slurmconf.scripts import dispatcher
+from sunk.slurmconf.scripts import dispatcher, lock_script
 from sunk.slurmconf.slurm_conf import render_slurm_conf
 from sunk.slurmconf.slurmdbd import render_slurmdbd_conf
 from sunk.slurmconf.topology import layout, render_topology_conf
@@ -91,9 +91,12 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
         files["topology.conf"] = render_topology_conf(active, other, plugin)
     if spec.accounting.enabled:
         files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
-    if spec.scripts.prolog:
-        files["prolog.sh"] = dispatcher("prolog")
-    if spec.scripts.epilog:
-        files["epilog.sh"] = dispatcher("epilog")
+    locking = spec.locks_nodes()
+    if spec.scripts.prolog or locking:
+        files["prolog.sh"] = dispatcher("prolog", locking)
+    if spec.scripts.epilog or locking:
+        files["epilog.sh"] = dispatcher("epilog", locking)
+    if locking:
+        files["sunk-lock.sh"] = lock_script()
     registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
     return Rendered(files, registrations, warnings)

@@ -103,10 +103,11 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
         settings["AccountingStorageHost"] = ep.dbd_addr
         settings["AccountingStoragePort"] = ep.dbd_port
-    if spec.scripts.prolog:
+    locking = spec.locks_nodes()  # the prolog locks the job's Node before the job starts
+    if spec.scripts.prolog or locking:
         settings["Prolog"] = "/etc/slurm/prolog.sh"
         settings["PrologFlags"] = ["Alloc"]
-    if spec.scripts.epilog:
+    if spec.scripts.epilog or locking:
         settings["Epilog"] = "/etc/slurm/epilog.sh"
     if spec.compute.pyxis.enabled:
         settings["PlugStackConfig"] = "/etc/slurm/plugstack.conf"

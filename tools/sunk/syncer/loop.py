@@ -17,6 +17,8 @@ from typing import Any
 
 from sunk.operator import names
 from sunk.operator.kube import Kube, path_for
+from sunk.syncer import lock
+from sunk.syncer.hook import Locker
 from sunk.syncer.plan import (
     DRAIN_ANNOTATION,
     NODE_CONDITION,
@@ -49,11 +51,13 @@ class Syncer:
         interval: float = INTERVAL_SECONDS,
         on_change: Callable[[], None] | None = None,
         metrics: SlurmMetrics | None = None,
+        locking: bool = True,
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
         self.on_change = on_change
         self.metrics = metrics
+        self.locking, self.locker = locking, Locker(kube)
         self._metrics_at = 0.0
         self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
@@ -156,10 +160,48 @@ class Syncer:
         }
         actions = plan(pods, nodes, slurm)
         await self._apply(restd, actions)
+        await self._converge_locks(pods, nodes, slurm)
         self._publish(slurm, actions)
         await self._observe(restd, raw_nodes)
         self.passes += 1
         return actions
+
+    async def _converge_locks(
+        self,
+        pods: list[dict[str, Any]],
+        nodes: dict[str, dict[str, Any]],
+        slurm: dict[str, SlurmNode],
+    ) -> None:
+        """Locks the epilog will not release: the node runs no job 30 s after the lock (the
+        slurmd or its Pod died mid-job), the Pod is gone, or locking was switched off. A
+        pending lock becomes locked once its Node holds no Pod that must leave. The Pods show
+        their Node's state. Reads only Nodes and Pods already listed, plus the Pods of a Node
+        whose lock is pending."""
+        pod_on = {(p.get("spec") or {}).get("nodeName"): p for p in pods}
+        for name, node in nodes.items():
+            holders, pod = lock.holders_of(node), pod_on.get(name)
+            if not holders and not lock.has_taint(node):
+                if pod is not None and lock.state_of(pod) != lock.UNLOCKED:
+                    await self.locker.mirror(pod, name, node)
+                continue
+            current = slurm.get(pod["metadata"]["name"]) if pod is not None else None
+            busy = current.busy if current is not None else None
+            since = (node["metadata"].get("annotations") or {}).get(lock.ANN_SINCE)
+            why = (
+                "locking is off" if not self.locking
+                else "its slurmd Pod is gone" if pod is None
+                else "no job runs there" if lock.stale(holders, since, time.time(), busy)
+                else ""
+            )  # fmt: skip
+            if why or not holders:
+                self.log.info("releasing the lock of Node %s (%s): %s", name, holders, why)
+                node = await self.locker.release(name)
+            elif lock.state_of(node) == lock.PENDING and not lock.victims(
+                await self.locker.pods_on(name)
+            ):
+                node = await self.locker.settle(name)
+            if pod is not None and lock.state_of(pod) != lock.state_of(node):
+                await self.locker.mirror(pod, name, node)
 
     async def _observe(self, restd: Slurmrestd, nodes: list[dict[str, Any]]) -> None:
         """Slurm metrics every METRICS_SECONDS: three more reads, whatever the node count."""

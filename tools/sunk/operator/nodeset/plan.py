@@ -161,7 +161,7 @@ def plan(
         feasible.append(node)
 
     desired = len(feasible) if nodeset.spec.replicas is None else nodeset.spec.replicas
-    current_hash = template_hash(nodeset)
+    current_hash = template_hash(nodeset, ctx)
     feasible_names = {n["metadata"]["name"] for n in feasible}
 
     # Keep Nodes already hosting our pods first, the Pods last in removal order first; then

@@ -10,6 +10,7 @@ from sunk.operator import names
 from sunk.operator.hashing import stable_hash
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.registration import registration
+from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 
 MUNGE_SOCKET = "/run/munge"
 MUNGE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
@@ -34,13 +35,27 @@ class PodContext:
     config_map: str = ""  # holds the prolog/epilog dispatchers (prolog.sh, epilog.sh)
     prolog_config_map: str | None = None
     epilog_config_map: str | None = None
+    locking: bool = False  # jobs lock their Node: the Pod carries the hook's token and URL
+    hook_url: str = ""  # the operator's lock hook (the Pod reads it from its annotation)
+
+    @property
+    def hooked(self) -> bool:
+        return self.locking and bool(self.hook_url)
 
 
-def template_hash(nodeset: NodeSetInput) -> str:
-    """Changes when the pods must be replaced (not on scaling or a new update strategy)."""
+HOOK_URL_ANNOTATION = f"{names.GROUP}/hook-url"
+HOOK_AUDIENCE = f"{names.GROUP}/hook"
+HOOK_TOKEN_SECONDS = 3600  # kubelet refreshes it at 80 %
+
+
+def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
+    """Changes when the pods must be replaced (not on scaling or a new update strategy, nor
+    on a new hook URL, which reaches running Pods through their annotation)."""
     spec = nodeset.spec.model_dump(
         mode="json", exclude={"replicas", "maxUnavailable", "updateStrategy"}
     )
+    if ctx is not None and ctx.hooked:
+        spec = {"spec": spec, "locking": True}
     return stable_hash(spec, 10)
 
 
@@ -88,8 +103,10 @@ def build_pod(
     }
     annotations = {
         **(meta.get("annotations") or {}),
-        names.ANN_TEMPLATE_HASH: template_hash(nodeset),
+        names.ANN_TEMPLATE_HASH: template_hash(nodeset, ctx),
     }
+    if ctx.hooked:
+        annotations[HOOK_URL_ANNOTATION] = ctx.hook_url
     conf = registration(nodeset, ctx.reserved_memory, node_labels)
     env = [
         {"name": "SUNK_NODE_NAME", "value": pod_name},
@@ -156,14 +173,48 @@ def _merge_tolerations(tolerations: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def _script_volumes(ctx: PodContext) -> list[dict[str, Any]]:
     out = []
-    if ctx.prolog_config_map or ctx.epilog_config_map:
+    if ctx.prolog_config_map or ctx.epilog_config_map or ctx.hooked:
         out.append(
             {"name": "dispatchers", "configMap": {"name": ctx.config_map, "defaultMode": 0o755}}
         )
     for kind, cm in (("prolog", ctx.prolog_config_map), ("epilog", ctx.epilog_config_map)):
         if cm:
             out.append({"name": f"{kind}-d", "configMap": {"name": cm, "defaultMode": 0o755}})
+    if ctx.hooked:
+        out.append(_hook_volume())
     return out
+
+
+def _hook_volume() -> dict[str, Any]:
+    """The lock hook's credentials: a token only the hook accepts (its own audience, bound to
+    this Pod, short-lived) and the URL, which follows the annotation without a restart."""
+    return {
+        "name": "sunk-hook",
+        "projected": {
+            "defaultMode": 0o400,
+            "sources": [
+                {
+                    "serviceAccountToken": {
+                        "audience": HOOK_AUDIENCE,
+                        "expirationSeconds": HOOK_TOKEN_SECONDS,
+                        "path": "token",
+                    }
+                },
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "url",
+                                "fieldRef": {
+                                    "fieldPath": f"metadata.annotations['{HOOK_URL_ANNOTATION}']"
+                                },
+                            }
+                        ]
+                    }
+                },
+            ],
+        },
+    }
 
 
 def _script_mounts(ctx: PodContext) -> list[dict[str, Any]]:
@@ -171,12 +222,14 @@ def _script_mounts(ctx: PodContext) -> list[dict[str, Any]]:
     for kind, cm in (("prolog", ctx.prolog_config_map), ("epilog", ctx.epilog_config_map)):
         if cm:
             out.append({"name": f"{kind}-d", "mountPath": f"/etc/slurm/{kind}.d", "readOnly": True})
-            out.append(
-                {
-                    "name": "dispatchers",
-                    "mountPath": f"/etc/slurm/{kind}.sh",
-                    "subPath": f"{kind}.sh",
-                    "readOnly": True,
-                }
-            )
+        if cm or ctx.hooked:
+            out.append(_dispatcher_mount(f"/etc/slurm/{kind}.sh"))
+    if ctx.hooked:
+        out.append(_dispatcher_mount(LOCK_PATH))
+        out.append({"name": "sunk-hook", "mountPath": HOOK_DIR, "readOnly": True})
     return out
+
+
+def _dispatcher_mount(path: str) -> dict[str, Any]:
+    name = path.rsplit("/", 1)[1]
+    return {"name": "dispatchers", "mountPath": path, "subPath": name, "readOnly": True}

@@ -23,6 +23,7 @@ from sunk.operator.nodeset.pod import PodContext
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
+from sunk.syncer import lock
 from sunk.syncer.plan import SlurmNode
 
 log = logging.getLogger("sunk.operator.nodeset")
@@ -80,15 +81,13 @@ async def _claim(kube: Kube, node: dict[str, Any], nodeset: str, ns: str, cluste
 
 
 async def _release(kube: Kube, node: dict[str, Any]) -> None:
-    patch = {
-        "metadata": {
-            "resourceVersion": node["metadata"]["resourceVersion"],
-            "labels": {
-                names.LABEL_NODESET: None,
-                names.LABEL_NAMESPACE: None,
-                names.LABEL_CLUSTER: None,
-            },
-        }
+    """Unlabel a Node no Pod of ours runs on any more, and drop its lock: no epilog will."""
+    patch = lock.node_patch(node, lock.Holders(), lock.UNLOCKED, "")
+    patch["metadata"]["annotations"][lock.ANN_STATE] = None
+    patch["metadata"]["labels"] = {
+        names.LABEL_NODESET: None,
+        names.LABEL_NAMESPACE: None,
+        names.LABEL_CLUSTER: None,
     }
     try:
         await kube.merge_patch(path_for("v1", "nodes", None, node["metadata"]["name"]), patch)
@@ -130,9 +129,11 @@ async def reconcile_nodeset(
     body: dict[str, Any],
     link_for: LinkFor = _no_link,
     recheck: Callable[[float], None] | None = None,
+    hook_url: str = "",
 ) -> dict[str, Any]:
     """``link_for`` finds the cluster's Syncer; ``recheck(seconds)`` asks for another
-    reconcile when a removal's grace period runs out."""
+    reconcile when a removal's grace period runs out; ``hook_url`` is the operator's lock
+    hook, given to the Pods when their cluster locks nodes."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     deleting = bool(meta.get("deletionTimestamp"))
@@ -168,7 +169,7 @@ async def reconcile_nodeset(
         )
     cluster = SlurmClusterSpec.model_validate(cluster_obj["spec"])
     # Safe removal needs a Syncer; without one, Pods are deleted at once (as the README says).
-    safe = cluster.syncer.enabled and cluster.rest.enabled and cluster.jwt.enabled
+    safe = cluster.syncs()
     link = link_for(ns, cluster.clusterName) if safe else None
     view = link.view() if link is not None else None
     if not safe:  # nothing to wait for: the Pods go with the NodeSet (garbage collection)
@@ -189,6 +190,8 @@ async def reconcile_nodeset(
         config_map=names.config_map(cluster.clusterName),
         prolog_config_map=cluster.scripts.prolog,
         epilog_config_map=cluster.scripts.epilog,
+        locking=cluster.locks_nodes(),
+        hook_url=hook_url,
     )
     nodes = await kube.list(path_for("v1", "nodes"))
     pods = await kube.list(path_for("v1", "pods", ns), f"{names.LABEL_NODESET}={name}")
