@@ -42,6 +42,7 @@ def test_default_objects(objects):
         "Deployment/rel-sunk-operator",
         "Pod/rel-sunk-operator-test",  # the `helm test` hook
         "PodDisruptionBudget/rel-sunk-operator",
+        "Service/rel-sunk-operator-hook",  # the lock hook job prologs call
         "Service/rel-sunk-operator-metrics",
         "ServiceAccount/rel-sunk-operator",
     ]

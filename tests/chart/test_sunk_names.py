@@ -19,7 +19,7 @@ SUFFIXES = {
     "ServiceAccount": "-operator",
     "ClusterRole": "-operator",
     "ClusterRoleBinding": "-operator",
-    "Service": "-operator-metrics",
+    "Service": ("-operator-metrics", "-operator-hook"),
     "Pod": "-operator-test",
     "DaemonSet": "-nvidia-device-plugin",
     "PodMonitor": "-operator",
@@ -57,7 +57,8 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
             continue
         assert len(name) <= 63, f"{kind}/{name}: {len(name)} characters"
         assert DNS_LABEL.match(name), f"{kind}/{name}: not a DNS label"
-        assert name.endswith(SUFFIXES[kind]), f"{kind}/{name}"
+        suffix = SUFFIXES[kind]
+        assert name.endswith(suffix if isinstance(suffix, str) else tuple(suffix)), name
         assert "--" not in name, f"{kind}/{name}"
         assert (kind, name) not in seen
         seen[(kind, name)] = doc
@@ -69,14 +70,19 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
     (deploy,) = [d for (k, _), d in seen.items() if k == "Deployment"]
     (account,) = [n for (k, n) in seen if k == "ServiceAccount"]
     (binding,) = [d for (k, _), d in seen.items() if k == "ClusterRoleBinding"]
-    (service,) = [d for (k, _), d in seen.items() if k == "Service"]
+    services = [d for (k, _), d in seen.items() if k == "Service"]
+    assert len(services) == 2
     (test_pod,) = [d for (k, _), d in seen.items() if k == "Pod"]
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == account
     assert binding["subjects"][0]["name"] == account
     (role,) = [n for (k, n) in seen if k == "ClusterRole"]
     assert binding["roleRef"]["name"] == role
     pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
-    assert service["spec"]["selector"].items() <= pod_labels.items()
+    for service in services:
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+    (hook,) = [d for d in services if d["metadata"]["name"].endswith("-operator-hook")]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--hook-url=http://{hook['metadata']['name']}.sunk.svc:8082" in args
     assert (
         f"--deployment=sunk/{deploy['metadata']['name']}"
         in test_pod["spec"]["containers"][0]["args"]
@@ -86,6 +92,6 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
 def test_a_53_character_release_gets_the_longest_valid_service_name(helm, repo):
     """The cut leaves room for the suffix: 63 characters, the most a Service name may have."""
     docs = template(helm, repo, LONGEST, ())
-    (service,) = [d for d in docs if d["kind"] == "Service"]
+    (service,) = [d for d in docs if d["kind"] == "Service" and "metrics" in d["metadata"]["name"]]
     assert len(service["metadata"]["name"]) == 63
     assert service["metadata"]["name"] == ("r" * 53 + "-sunk")[:46] + "-operator-metrics"
