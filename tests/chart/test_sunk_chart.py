@@ -236,3 +236,10 @@ def test_replicas_are_spread_and_protected_by_a_pdb(objects):
     )
     assert not [d for d in off if d["kind"] == "PodDisruptionBudget"]
     assert "topologySpreadConstraints" not in one(off, "Deployment")["spec"]["template"]["spec"]
+
+
+def test_device_plugin_takes_its_pull_policy(objects):
+    sets = ("nvidia-device-plugin.enabled=true", "nvidia-device-plugin.image.pullPolicy=Always")
+    (daemonset,) = [d for d in objects("sunk", sets=sets) if d["kind"] == "DaemonSet"]
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert container["imagePullPolicy"] == "Always"

@@ -133,3 +133,19 @@ def test_slurm_daemons_can_read_the_jwt_key():
     for name in ("c-controller", "c-accounting"):
         pod = objects[name]["spec"]["template"]["spec"]
         assert pod["securityContext"]["fsGroup"] == 401, name
+
+
+def test_database_images_take_their_pull_policy():
+    maria_image = {"repository": "mariadb", "tag": "11.4", "pullPolicy": "Always"}
+    ctx = context(accounting={"database": {"mariadb": {"image": maria_image}}})
+    (maria,) = [
+        o
+        for o in desired_objects(ctx)
+        if o["kind"] == "StatefulSet" and "mariadb" in o["metadata"]["name"]
+    ]
+    assert maria["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "Always"
+    moco_image = {"repository": "cybozu-go/moco/mysql", "tag": "8.4.4", "pullPolicy": "Never"}
+    ctx = context(accounting={"database": {"type": "moco", "moco": {"image": moco_image}}})
+    (moco,) = [o for o in desired_objects(ctx) if o["kind"] == "MySQLCluster"]
+    (mysqld,) = moco["spec"]["podTemplate"]["spec"]["containers"]
+    assert mysqld["imagePullPolicy"] == "Never"

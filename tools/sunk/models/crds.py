@@ -25,12 +25,16 @@ from sunk.models.base import (
 )
 from sunk.models.k8s import Image
 from sunk.models.values import (
+    NSSCACHE_DESCRIPTION,
+    S6_DESCRIPTION,
+    SCHEDULER_DESCRIPTION,
     Accounting,
     ClusterCompute,
     Controller,
     Global,
     Jwt,
     Login,
+    Mount,
     Munge,
     Nsscache,
     Partition,
@@ -42,6 +46,7 @@ from sunk.models.values import (
     Topology,
     UpdateStrategy,
 )
+from sunk.models.values import image as opensunk_image
 
 GROUP = "sunk.coreweave.com"
 VERSION = "v1alpha1"
@@ -60,7 +65,40 @@ class Condition(Strict):
 # --------------------------------------------------------------------------- SlurmCluster
 
 
+INFORMATIONAL = (
+    "Informational: the slurm chart writes it into each NodeSet's spec; the operator does not "
+    "read it here."
+)
+
+
+class ClusterGlobal(Global):
+    """`spec.global`: the operator reads `imageRegistry` and `affinity`."""
+
+    imagePullSecrets: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Not acted on: the operator uses spec.imagePullSecrets (the slurm chart "
+        "puts both values lists there).",
+    )
+    volumes: list[dict[str, Any]] = open_object(
+        f"Volumes of the slurmd pods. {INFORMATIONAL}", default_factory=list
+    )
+    volumeMounts: list[dict[str, Any]] = open_object(
+        f"Mounts of the slurmd containers. {INFORMATIONAL}", default_factory=list
+    )
+
+
 class SlurmClusterCompute(ClusterCompute):
+    image: Image = Field(
+        default_factory=lambda: opensunk_image("slurmd"),
+        description=f"Default slurmd image. {INFORMATIONAL}",
+    )
+    maxUnavailable: IntOrPercent = Field(
+        default="10%",
+        description=f"Pods unavailable at once during rolling updates. {INFORMATIONAL}",
+    )
+    mounts: list[Mount] = Field(
+        default_factory=list, description=f"PVC mounts on all groups. {INFORMATIONAL}"
+    )
     partitions: list[Partition] = Field(
         default_factory=list,
         description="Declared partitions; one partition per NodeSet is always added.",
@@ -96,10 +134,11 @@ class SlurmClusterSpec(Strict):
     imagePullSecrets: list[dict[str, str]] = Field(
         default_factory=list, description="Pull secrets for every pod."
     )
-    global_: Global = Field(
-        default_factory=Global,
+    global_: ClusterGlobal = Field(
+        default_factory=ClusterGlobal,
         alias="global",
-        description="Volumes and mounts added to every Slurm pod.",
+        description="The image registry and the control-plane pods' default affinity; the "
+        "rest is informational.",
     )
     controller: Controller = Field(default_factory=Controller, description="slurmctld.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd.")
@@ -113,8 +152,8 @@ class SlurmClusterSpec(Strict):
     munge: Munge = Field(default_factory=Munge, description="munge key.")
     jwt: Jwt = Field(default_factory=Jwt, description="JWT key and auth/jwt.")
     syncer: Syncer = Field(default_factory=Syncer, description="Syncer.")
-    scheduler: Scheduler = Field(default_factory=Scheduler, description="Pod Scheduler.")
-    nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")
+    scheduler: Scheduler = Field(default_factory=Scheduler, description=SCHEDULER_DESCRIPTION)
+    nsscache: Nsscache = Field(default_factory=Nsscache, description=NSSCACHE_DESCRIPTION)
     scripts: Scripts = Field(default_factory=Scripts, description="Prolog/epilog ConfigMaps.")
 
     def syncs(self) -> bool:
@@ -192,7 +231,7 @@ class NodeSetSpec(Strict):
     partitionConfig: dict[ConfKey, ConfText | int] = Field(
         default_factory=dict, max_length=256, description="Keys of the group's partition."
     )
-    s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services.")
+    s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
     image: Image | None = Field(default=None, description="Informational: the slurmd image.")
     template: PodTemplate = Field(default_factory=PodTemplate, description="Pod template.")
 

@@ -77,6 +77,9 @@ class PodOptions(Strict):
     )
 
 
+S6_DESCRIPTION = "s6-rc services. Not acted on yet: no image runs s6-rc."
+
+
 class S6Service(Strict):
     type: Literal["oneshot", "longrun"] = Field(description="s6-rc service type.")
     script: str = Field(description="The service script (run for longrun, up for oneshot).")
@@ -104,7 +107,8 @@ class Controller(PodOptions):
     )
     etcConfigMap: str | None = Field(
         default=None,
-        description="ConfigMap of extra files for /etc/slurm; must not hold generated files.",
+        description="ConfigMap of extra files for /etc/slurm. Not acted on yet: the operator "
+        "does not mount it.",
     )
 
 
@@ -231,9 +235,10 @@ class Login(PodOptions):
     service: LoginService = Field(default_factory=LoginService, description="Login Service.")
     sshKeyVolume: PersistentStorage | None = Field(
         default=None,
-        description="Optional PVC for user SSH keys; host keys live in an operator Secret.",
+        description="PVC for user SSH keys, mounted at /etc/ssh/user-keys. Not acted on yet: "
+        "sshd does not read keys from there. Host keys live in an operator Secret.",
     )
-    s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services on login pods.")
+    s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
 
 
 # --------------------------------------------------------------------------- compute
@@ -287,7 +292,7 @@ class NodeGroup(PodOptions):
     partitionConfig: dict[ConfKey, ConfText | int] | None = Field(
         default=None, max_length=256, description="Extra keys for this group's own partition line."
     )
-    s6: dict[str, S6Service] | None = Field(default=None, description="s6 services of the group.")
+    s6: dict[str, S6Service] | None = Field(default=None, description=S6_DESCRIPTION)
     volumes: list[dict[str, Any]] | None = open_object("Extra pod volumes (raw).", default=None)
     volumeMounts: list[dict[str, Any]] | None = open_object(
         "Extra slurmd mounts (raw).", default=None
@@ -323,15 +328,32 @@ class Partition(Strict):
 
 class Pyxis(Strict):
     enabled: bool = Field(
-        default=False, description="Enable Pyxis/Enroot (`srun --container-image`)."
+        default=False,
+        description="Enable Pyxis (`srun --container-image`): plugstack.conf loads "
+        "/usr/local/lib/slurm/spank_pyxis.so as a required plugin. The opensunk images carry "
+        "neither Pyxis nor enroot: use slurmd and login images that do.",
     )
-    mountHome: bool = Field(default=True, description="Mount the user's home into containers.")
-    remapRoot: bool = Field(default=True, description="Remap the user to root in containers.")
+    mountHome: bool = Field(
+        default=True,
+        description="Mount the user's home into containers. Not acted on yet: nothing "
+        "passes it to Pyxis or enroot.",
+    )
+    remapRoot: bool = Field(
+        default=True,
+        description="Remap the user to root in containers. Not acted on yet: nothing passes "
+        "it to Pyxis or enroot.",
+    )
     plugstackOptions: list[ConfWord] = Field(
         default_factory=lambda: ["container_scope=job"], description="Pyxis plugstack options."
     )
-    enrootConfig: dict[str, str] = Field(default_factory=dict, description="enroot.conf keys.")
-    appArmorProfile: str = Field(default="", description="AppArmor profile for compute pods.")
+    enrootConfig: dict[str, str] = Field(
+        default_factory=dict,
+        description="enroot.conf keys. Not acted on yet: no enroot.conf is rendered.",
+    )
+    appArmorProfile: str = Field(
+        default="",
+        description="AppArmor profile for compute pods. Not acted on yet: the pods get none.",
+    )
 
 
 class Mount(Strict):
@@ -356,7 +378,7 @@ class ClusterCompute(Strict):
         default=True, description="Generate topology.conf from Node labels."
     )
     pyxis: Pyxis = Field(default_factory=Pyxis, description="Pyxis/Enroot.")
-    s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services on all groups.")
+    s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
     mounts: list[Mount] = Field(default_factory=list, description="PVC mounts on all groups.")
 
 
@@ -427,7 +449,10 @@ class Jwt(KeySecret):
 
 
 class Munge(KeySecret):
-    resources: Resources | None = Field(default=None, description="munge sidecar resources.")
+    resources: Resources | None = Field(
+        default=None,
+        description="munge sidecar resources. Not acted on yet: the sidecars have fixed ones.",
+    )
 
 
 class Syncer(Strict):
@@ -467,8 +492,19 @@ class SchedulerScope(Strict):
     )
 
 
+SCHEDULER_DESCRIPTION = (
+    "SUNK Pod Scheduler. Not acted on yet (the Pod Scheduler is not built), except `killWait`."
+)
+NSSCACHE_DESCRIPTION = (
+    "User provisioning with nsscache. Not acted on yet: no CronJob is built and no "
+    "nsscache.conf is mounted."
+)
+
+
 class Scheduler(PodOptions):
-    enabled: bool = Field(default=False, description="Run the Slurm-backed Pod Scheduler.")
+    enabled: bool = Field(
+        default=False, description="Run the Slurm-backed Pod Scheduler (not built yet)."
+    )
     name: str | None = Field(
         default=None, description="schedulerName; default `<namespace>-<release>`."
     )
@@ -477,12 +513,17 @@ class Scheduler(PodOptions):
         default_factory=dict, description="GPU product label → GRES type, e.g. NVIDIA_H100: h100."
     )
     killWait: int = Field(
-        default=30, ge=6, le=65535, description="Seconds Slurm waits before SIGKILL."
+        default=30,
+        ge=6,
+        le=65535,
+        description="Seconds Slurm waits before SIGKILL (slurm.conf `KillWait`; acted on).",
     )
 
 
 class Nsscache(PodOptions):
-    enabled: bool = Field(default=False, description="Provision users with an nsscache CronJob.")
+    enabled: bool = Field(
+        default=False, description="Provision users with an nsscache CronJob (not built yet)."
+    )
     existingSecret: str | None = Field(default=None, description="Secret with source credentials.")
     cronJobSchedule: str = Field(default="* * * * *", description="CronJob schedule.")
     sudoGroups: list[str] = Field(default_factory=list, description="Groups granted sudo.")
@@ -518,10 +559,14 @@ class Global(Strict):
     )
     affinity: dict[str, Any] | None = open_object("Affinity for control-plane pods.", default=None)
     volumes: list[dict[str, Any]] = open_object(
-        "Volumes added to every Slurm pod.", default_factory=list
+        "Volumes added to every slurmd (compute) pod; control-plane and login pods do not get "
+        "them.",
+        default_factory=list,
     )
     volumeMounts: list[dict[str, Any]] = open_object(
-        "Mounts added to every Slurm container.", default_factory=list
+        "Mounts added to every slurmd container; control-plane and login containers do not "
+        "get them.",
+        default_factory=list,
     )
 
 
@@ -536,7 +581,12 @@ class SlurmValues(Strict):
         pattern=DNS_LABEL,
         max_length=40,
     )
-    global_: Global = Field(default_factory=Global, alias="global", description="Chart-wide.")
+    global_: Global = Field(
+        default_factory=Global,
+        alias="global",
+        description="Chart-wide; open for parent charts: other keys than these are accepted, "
+        "not acted on.",
+    )
     imagePullSecrets: list[dict[str, str]] = Field(
         default_factory=list, description="Pull secrets for every pod."
     )
@@ -550,8 +600,8 @@ class SlurmValues(Strict):
     munge: Munge = Field(default_factory=Munge, description="munge key.")
     jwt: Jwt = Field(default_factory=Jwt, description="JWT signing key and auth/jwt.")
     syncer: Syncer = Field(default_factory=Syncer, description="Slurm ↔ Kubernetes syncer.")
-    scheduler: Scheduler = Field(default_factory=Scheduler, description="SUNK Pod Scheduler.")
-    nsscache: Nsscache = Field(default_factory=Nsscache, description="User provisioning.")
+    scheduler: Scheduler = Field(default_factory=Scheduler, description=SCHEDULER_DESCRIPTION)
+    nsscache: Nsscache = Field(default_factory=Nsscache, description=NSSCACHE_DESCRIPTION)
     prologScripts: dict[str, str] = Field(
         default_factory=dict, description="Scripts run in order from prolog.d (name → script)."
     )
@@ -771,7 +821,13 @@ class SunkValues(Strict):
 
     nameOverride: str | None = Field(default=None, description="Override the chart name.")
     fullnameOverride: str | None = Field(default=None, description="Override the full name.")
-    global_: Global = Field(default_factory=Global, alias="global", description="Chart-wide.")
+    global_: Global = Field(
+        default_factory=Global,
+        alias="global",
+        description="Chart-wide: this chart reads `imageRegistry` and `imagePullSecrets`; "
+        "other keys (the slurm chart's `affinity`, `volumes`, `volumeMounts`) are accepted, "
+        "not acted on.",
+    )
     imagePullSecrets: list[dict[str, str]] = Field(
         default_factory=list, description="Pull secrets."
     )

@@ -57,10 +57,17 @@ def values_table(schema: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def replace_block(text: str, begin: str, end: str, body: str) -> str | None:
+    """`text` with what lies between the markers replaced by `body`; None without markers."""
+    if begin not in text or end not in text:
+        return None
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
 def replace_table(readme: str, table: str) -> str:
-    block = f"{BEGIN}\n{table}\n{END}"
-    if BEGIN in readme and END in readme:
-        head, rest = readme.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        return f"{head}{block}{tail}"
-    return f"{readme.rstrip()}\n\n## Values\n\n{block}\n"
+    replaced = replace_block(readme, BEGIN, END, table)
+    if replaced is not None:
+        return replaced
+    return f"{readme.rstrip()}\n\n## Values\n\n{BEGIN}\n{table}\n{END}\n"

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from sunk.models import not_acted_on
 from sunk.models.crds import (
     API_VERSION,
     GROUP,
@@ -26,7 +27,7 @@ from sunk.models.crds import (
 from sunk.models.values import SlurmValues, SunkValues
 from sunk.schema.convert import convert
 from sunk.schema.crd import crd_documents
-from sunk.schema.docs import replace_table, values_table
+from sunk.schema.docs import replace_block, replace_table, values_table
 from sunk.schema.values_yaml import values_yaml
 
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
@@ -78,8 +79,18 @@ def _readme(chart: str) -> Callable[[Path], str]:
     return render
 
 
+def _not_acted_on_section(root: Path) -> str:
+    """The root README with its "Accepted, not acted on yet" list taken from the table."""
+    text = (root / "README.md").read_text()
+    body = not_acted_on.readme_list()
+    replaced = replace_block(text, not_acted_on.BEGIN, not_acted_on.END, body)
+    if replaced is None:
+        raise ValueError(f"README.md lacks the markers {not_acted_on.BEGIN} … {not_acted_on.END}")
+    return replaced
+
+
 def generated_files() -> list[Generated]:
-    files: list[Generated] = []
+    files: list[Generated] = [Generated("README.md", _not_acted_on_section)]
     for chart, model in CHART_MODELS.items():
         files.append(
             Generated(

@@ -378,6 +378,8 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
         "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 10},
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
     }
+    if maria.image.pullPolicy:
+        container["imagePullPolicy"] = maria.image.pullPolicy
     if maria.resources:
         container["resources"] = maria.resources.model_dump(exclude_none=True)
     claim = volume_claim("data", maria.storage, labels(ctx, "database"))
@@ -409,6 +411,8 @@ def moco_cluster(ctx: ClusterContext) -> dict[str, Any]:
         "name": "mysqld",
         "image": image_ref(moco.image, ctx.spec.global_.imageRegistry),
     }
+    if moco.image.pullPolicy:
+        mysqld["imagePullPolicy"] = moco.image.pullPolicy
     if moco.resources:
         mysqld["resources"] = moco.resources.model_dump(exclude_none=True)
     claim = volume_claim("mysql-data", moco.storage)

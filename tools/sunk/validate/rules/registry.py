@@ -54,6 +54,6 @@ def rule(
 
 
 def all_rules() -> list[Rule]:
-    from sunk.validate.rules import builtin  # noqa: F401  (registers the rules)
+    from sunk.validate.rules import builtin, not_acted_on  # noqa: F401  (registers the rules)
 
     return [RULES[key] for key in sorted(RULES)]
