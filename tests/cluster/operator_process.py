@@ -16,9 +16,14 @@ from sunk.devenv.controlplane import free_port
 
 class OperatorProcess:
     def __init__(
-        self, kubeconfig: Path, namespaces: list[str], log_dir: Path, lease_namespace: str
+        self,
+        kubeconfig: Path,
+        namespaces: list[str],
+        log_dir: Path,
+        lease_namespace: str,
+        extra: list[str] | None = None,
     ):
-        self.kubeconfig, self.namespaces = kubeconfig, namespaces
+        self.kubeconfig, self.namespaces, self.extra = kubeconfig, namespaces, extra or []
         self.log_dir, self.lease_namespace = log_dir, lease_namespace
         self.port = free_port()
         self.hook_port = free_port()
@@ -52,6 +57,7 @@ class OperatorProcess:
         ]
         for ns in self.namespaces:
             args += ["--namespace", ns]
+        args += self.extra
         self.proc = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )

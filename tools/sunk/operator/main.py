@@ -44,6 +44,13 @@ def parser() -> argparse.ArgumentParser:
             help="serves the lock hook that job prologs call (0: off)",
         )
         target.add_argument(
+            "--hook-wait",
+            type=float,
+            default=120.0,
+            help="seconds a lock waits for evicted Pods to go (then: pending, or a failed "
+            "strict lock)",
+        )
+        target.add_argument(
             "--hook-url",
             default="",
             help="the lock hook's URL as slurmd Pods reach it (the chart's hook Service)",
@@ -79,7 +86,7 @@ async def serve(args: argparse.Namespace) -> None:
         await web.TCPSite(runner, args.health_host, port).start()
     # Every replica answers the hook (it is stateless: the Node holds the lock), so a job's
     # prolog does not wait for a leader election.
-    hook_runner = web.AppRunner(hook_app(Locker(kube)))
+    hook_runner = web.AppRunner(hook_app(Locker(kube, wait_seconds=args.hook_wait)))
     await hook_runner.setup()
     if args.hook_port:
         await web.TCPSite(hook_runner, args.health_host, args.hook_port).start()
