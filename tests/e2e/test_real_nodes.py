@@ -237,6 +237,160 @@ def test_a_deleted_slurmd_pod_comes_back_on_its_node(slurm: SlurmDeployment):
 
 # --- safe removal: no running job is killed --------------------------------------------------
 
+LOCK = "sunk.coreweave.com/lock"
+STARTED = "/tmp/sunk-e2e-started"  # in the slurmd container: the job script has begun
+
+
+def _lock_state(slurm: SlurmDeployment, node: str) -> tuple[str | None, str | None, bool]:
+    """The Node's lock: (state annotation, holders, lock taint present)."""
+    n = slurm.cluster.client.get(f"/api/v1/nodes/{node}")
+    ann = n["metadata"].get("annotations") or {}
+    tainted = any(t["key"] == LOCK for t in n["spec"].get("taints") or [])
+    return ann.get(LOCK), ann.get(f"{LOCK}-jobs"), tainted
+
+
+def _pod_lock(slurm: SlurmDeployment, name: str) -> str | None:
+    pod = _pod(slurm, name) or {"metadata": {}}
+    return (pod["metadata"].get("annotations") or {}).get(LOCK)
+
+
+def _unlocked(slurm: SlurmDeployment, node: str) -> bool:
+    state, holders, tainted = _lock_state(slurm, node)
+    return state in (None, "false") and not holders and not tainted
+
+
+def _locked_job(slurm: SlurmDeployment, pod: str, *extra: str) -> str:
+    """A job on ``pod`` that marks its start, then runs until ``_release``."""
+    slurm.exec(pod, "slurmd", "rm", "-f", STARTED, RELEASE)
+    argv = (
+        "sbatch", "--parsable", f"--nodelist={pod}", "--output=/dev/null", *extra,
+        "--wrap", f"touch {STARTED}; until [ -e {RELEASE} ]; do sleep 1; done",
+    )  # fmt: skip
+    out = slurm.wait(f"a job accepted for {pod}", lambda: slurm.login(*argv), 120, 3)
+    job = out.strip().split(";")[0]
+    slurm.wait(
+        f"job {job} script started on {pod}",
+        lambda: "yes" in slurm.exec(pod, "slurmd", "sh", "-c", f"[ ! -e {STARTED} ] || echo yes"),
+        180,
+        1,
+    )
+    return job
+
+
+def _bystander(slurm: SlurmDeployment, node: str, name: str) -> dict:
+    """A Pod with no lock toleration on ``node`` (the pause image every node has)."""
+    return slurm.cluster.client.create(
+        f"/api/v1/namespaces/{slurm.namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1"}],
+            },
+        },
+    )
+
+
+def _end_job(slurm: SlurmDeployment, pod: str, job: str, node: str) -> None:
+    """Let the job finish, then the epilog unlocks the Node (or fail loudly, and scancel so
+    the next tests find the node free)."""
+    try:
+        _release(slurm, pod)
+        slurm.wait(f"job {job} done", lambda: _job_state(slurm, job) == "", 120, 1)
+    finally:
+        slurm.login("bash", "-c", f"scancel {job} 2>/dev/null || true")
+    slurm.wait(f"{node} unlocked after job {job}", lambda: _unlocked(slurm, node), 120, 1)
+
+
+def test_a_job_locks_its_node_and_evicts_pods_that_do_not_tolerate_the_lock(
+    slurm: SlurmDeployment,
+):
+    """The prolog locks the Node through the operator's hook; the Pod without the toleration
+    is gone before the job script starts; the epilog unlocks."""
+    pod = slurm.running_pods("compute")[0]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    slurm.wait(f"{node} unlocked", lambda: _unlocked(slurm, node), 120, 1)
+    path = f"/api/v1/namespaces/{slurm.namespace}/pods/lock-bystander"
+    bystander = _bystander(slurm, node, "lock-bystander")
+    slurm.wait(
+        "the bystander running",
+        lambda: (
+            (slurm.cluster.client.get(path, missing_ok=True) or {}).get("status", {}).get("phase")
+            == "Running"
+        ),
+        120,
+        1,
+    )
+    job = _locked_job(slurm, name)
+    try:
+        # The hook answered only once the bystander was gone, and the script ran after it.
+        left = slurm.cluster.client.get(path, missing_ok=True)
+        assert left is None or left["metadata"]["uid"] != bystander["metadata"]["uid"], left
+        assert _lock_state(slurm, node) == ("locked", job, True)
+        slurm.wait(
+            f"{name} shows the lock",
+            lambda: _pod_lock(slurm, name) == "locked",
+            30,
+            1,
+        )
+        events = slurm.wait(
+            "the SlurmNodeLocked Event",
+            lambda: [
+                e
+                for e in slurm.cluster.client.list(f"/api/v1/namespaces/{slurm.namespace}/events")
+                if e["reason"] == "SlurmNodeLocked" and e["involvedObject"]["name"] == name
+            ],
+            30,
+            1,
+        )
+        assert f"job {job}" in events[-1]["message"]
+    finally:
+        _end_job(slurm, name, job, node)
+    slurm.wait(f"{name} shows no lock", lambda: _pod_lock(slurm, name) in ("false", None), 30, 1)
+
+
+def test_a_strict_job_takes_a_strict_lock(slurm: SlurmDeployment):
+    """`--extra=sunk.coreweave.com/lock=strict` (what the Pod Scheduler's jobs carry) reaches
+    the prolog: the Node shows locked_strict while the job runs."""
+    pod = slurm.running_pods("compute")[-1]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    slurm.wait(f"{node} unlocked", lambda: _unlocked(slurm, node), 120, 1)
+    job = _locked_job(slurm, name, "--extra=sunk.coreweave.com/lock=strict")
+    try:
+        assert _lock_state(slurm, node) == ("locked_strict", f"{job}:strict", True)
+    finally:
+        _end_job(slurm, name, job, node)
+
+
+def test_the_syncer_releases_a_lock_whose_epilog_never_came(slurm: SlurmDeployment):
+    """A lock left behind (its slurmd died mid-job, so no epilog ran) on a node Slurm shows
+    idle is released by the Syncer about 30 s after it was taken."""
+    pod = slurm.running_pods("compute")[0]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    slurm.wait(f"{node} unlocked", lambda: _unlocked(slurm, node), 120, 1)
+    current = slurm.cluster.client.get(f"/api/v1/nodes/{node}")
+    taints = [t for t in current["spec"].get("taints") or [] if t["key"] != LOCK]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _patch_node(
+        slurm,
+        node,
+        {
+            "metadata": {
+                "resourceVersion": current["metadata"]["resourceVersion"],
+                "annotations": {LOCK: "locked", f"{LOCK}-jobs": "999999", f"{LOCK}-since": stamp},
+            },
+            "spec": {"taints": [*taints, {"key": LOCK, "value": "true", "effect": "NoExecute"}]},
+        },
+    )
+    assert name in slurm.idle_nodes()
+    started = time.monotonic()
+    slurm.wait(f"the stale lock of {node} released", lambda: _unlocked(slurm, node), 120, 1)
+    assert time.monotonic() - started > 20  # not before the grace for a starting job
+
+
 NODESET = "cpu"  # examples/minimal-cpu.yaml: one node group, replicas 2
 
 
