@@ -19,6 +19,7 @@ from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, build, versions, 
 from sunk.argocd import spec as specs
 from sunk.argocd.errors import EXIT_FINDINGS
 from sunk.argocd.spec import IN_CLUSTER
+from sunk.cli.common import SunkCommand, fail
 
 EPILOG = (
     "Exit codes: 0 written (or up to date with --check), 1 invalid values file or --check found "
@@ -45,11 +46,7 @@ class Generator(StrEnum):
     git = "git"
 
 
-def _err(message: str) -> None:
-    typer.echo(f"sunkctl argocd gen: error: {message}", err=True)
-
-
-@argocd_app.command("gen", epilog=EPILOG)
+@argocd_app.command("gen", epilog=EPILOG, cls=SunkCommand)
 def gen(
     repo: Annotated[str, typer.Option("--repo", help="Git URL of this repository.")],
     revision: Annotated[
@@ -234,8 +231,7 @@ def gen(
         files = writer.render(bundle)
         result = writer.plan(out, files) if check else writer.write(out, files)
     except ArgoCDGenError as exc:
-        _err(exc.message)
-        raise typer.Exit(exc.exit_code) from None
+        fail(exc.message, exc.exit_code)
 
     for note in bundle.notes:
         typer.echo(f"note: {note}", err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from sunk.cli.common import EXIT_ENV, err, fail, out
+from sunk.cli.common import EXIT_ENV, SunkCommand, err, fail, out
 
 dev_app = typer.Typer(
     help="A Slurm cluster on real Kubernetes nodes on this machine (development, demo).",
@@ -45,7 +45,7 @@ def _dir(directory: Path | None) -> Path:
     return directory or _devcluster().default_dir()
 
 
-@dev_app.command()
+@dev_app.command(cls=SunkCommand)
 def up(
     example: Path = typer.Option(
         Path("examples/minimal-cpu.yaml"), "-f", "--values", help="The slurm chart's values."
@@ -67,7 +67,7 @@ def up(
     out.print(f"  {result.shell}")
 
 
-@dev_app.command()
+@dev_app.command(cls=SunkCommand)
 def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Stop the cluster and remove everything it made (processes, mounts, namespaces)."""
     devcluster = _devcluster()
@@ -78,7 +78,7 @@ def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) ->
     err.print("[dev] down", markup=False)
 
 
-@dev_app.command()
+@dev_app.command(cls=SunkCommand)
 def status(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Say whether the cluster runs and where its kubeconfig is."""
     devcluster = _devcluster()
