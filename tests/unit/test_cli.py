@@ -11,8 +11,11 @@ import typer
 from typer.testing import CliRunner
 
 from sunk import __version__
+from sunk.argocd.errors import ArgoCDGenError, ArgoCDOutputError
+from sunk.chartio.helm import HelmError
 from sunk.cli.common import SunkCommand
 from sunk.cli.main import app
+from sunk.errors import InputError, ToolError, UsageError
 from sunk.validate.rules import all_rules
 
 GOOD = "clusterName: ok\n"
@@ -119,6 +122,19 @@ def test_a_multi_line_tool_error_becomes_one_line(good, tmp_path):
     result = invoke("render", "-f", "good.yaml", "--helm", helm)
     assert result.exit_code == 3
     assert error_line(result, "render") == "Error: boom / second line"
+
+
+@pytest.mark.parametrize(
+    "cls", [InputError, UsageError, ToolError, ArgoCDGenError, ArgoCDOutputError, HelmError]
+)
+def test_the_wrapper_exits_with_the_class_exit_code(good, monkeypatch, cls):
+    def raises(values, set_values):
+        raise cls("the message")
+
+    monkeypatch.setattr("sunk.cli.render_cmd.input_errors", raises)
+    result = invoke("render", "-f", "good.yaml")
+    assert result.exit_code == cls.exit_code
+    assert error_line(result, "render") == "the message"
 
 
 def test_an_os_error_is_one_line_and_exit_3(good):

@@ -1,10 +1,12 @@
-"""What every sunkctl command shares: exit codes, the error line, consoles.
+"""What every sunkctl command shares: the error line, consoles, options.
 
 Every error is one line on stderr, ``sunkctl <command>: error: <message>``, never a traceback.
-Commands are :class:`SunkCommand`\\ s: its ``invoke`` records the command path (Typer runs
-commands in its own contexts, so the path is taken from the command's context, not looked up
-later) and turns what escapes the command into that line and an exit code. Click's own usage
-errors (an unknown option, a bad ``-o`` value) keep Click's format and exit 2.
+Commands are :class:`SunkCommand`\\ s: its ``invoke`` takes the command path from the
+command's own context (Typer runs commands in contexts of its own copy of Click, so a global
+``click.get_current_context()`` does not see them) and is the one place errors become exits:
+a :class:`~sunk.errors.SunkError` exits with its class's ``exit_code``, an ``OSError`` with 3,
+anything else is a crash (3). Click's own usage errors (an unknown option, a bad ``-o`` value)
+keep Click's format and exit 2.
 """
 
 from __future__ import annotations
@@ -15,20 +17,18 @@ import traceback as tb
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from rich.console import Console
 from typer.core import TyperCommand
 
-from sunk.chartio.helm import HelmError
+from sunk.errors import EXIT_ENV, SunkError, UsageError
 
 try:  # typer >= 0.2x runs its own copy of click; its exceptions derive from TyperException
     from typer import TyperException as _ClickError
 except ImportError:  # pragma: no cover - older typer on click itself
     from click import ClickException as _ClickError
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -36,9 +36,6 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 HELM_HELP = "helm binary (default: $SUNK_HELM, then helm on PATH)."
 TRACEBACK_ENV = "SUNKCTL_TRACEBACK"  # set to 1: crashes show their traceback
 _TRACEBACK = "sunk.traceback"  # ctx.meta key: this run asked for tracebacks (--traceback)
-
-# The command being run ("sunkctl validate"), recorded when it starts.
-_command: list[str] = ["sunkctl"]
 
 
 class Output(StrEnum):
@@ -48,27 +45,8 @@ class Output(StrEnum):
     json = "json"
 
 
-class CommandError(Exception):
-    """An error a command reports as its one line, with the exit code it ends with."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
 def helm_option():
     return typer.Option(None, "--helm", help=HELM_HELP, metavar="PATH")
-
-
-def enter_command(ctx: typer.Context) -> str:
-    """Record the running command's path (``sunkctl argocd gen``) for its error line."""
-    _command[0] = ctx.command_path
-    return _command[0]
-
-
-def current_command() -> str:
-    return _command[0]
 
 
 def one_line(message: str) -> str:
@@ -77,13 +55,8 @@ def one_line(message: str) -> str:
     return " / ".join(lines)
 
 
-def error_line(message: str, command: str | None = None) -> str:
-    return f"{command or current_command()}: error: {one_line(message)}"
-
-
-def fail(message: str, code: int) -> NoReturn:
-    """End the command with ``message`` as its error line and exit ``code``."""
-    raise CommandError(message, code)
+def error_line(message: str, command: str) -> str:
+    return f"{command}: error: {one_line(message)}"
 
 
 def want_traceback(ctx: typer.Context) -> None:
@@ -91,50 +64,44 @@ def want_traceback(ctx: typer.Context) -> None:
     ctx.meta[_TRACEBACK] = True
 
 
-def _exit_for(exc: BaseException) -> tuple[str, int] | None:
-    """The message and exit code of an error a command let escape (None: not ours to map)."""
-    if isinstance(exc, CommandError):
+def _exit_for(exc: Exception, ctx: typer.Context) -> tuple[str, int]:
+    """The message and exit code of an error a command let escape."""
+    if isinstance(exc, SunkError):
         return exc.message, exc.exit_code
-    if isinstance(exc, HelmError):  # helm missing or failing: a tool failure
-        return str(exc), EXIT_ENV
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror or exc}", EXIT_ENV
-    return None
+    # Anything else is a bug: one line, its traceback only when asked for.
+    if ctx.meta.get(_TRACEBACK) or os.environ.get(TRACEBACK_ENV) == "1":
+        typer.echo("".join(tb.format_exception(exc)).rstrip(), err=True)
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    how = (
+        "rerun with --traceback"
+        if any(p.name == "traceback" for p in ctx.command.params)
+        else f"{TRACEBACK_ENV}=1 shows the traceback"
+    )
+    return f"internal error: {type(exc).__name__}: {first} ({how})", EXIT_ENV
 
 
 class SunkCommand(TyperCommand):
-    """A sunkctl command: records its path and maps what escapes it to one line and an exit.
-
-    Typer's and Click's own exits and usage errors pass through untouched."""
+    """A sunkctl command: what escapes it becomes one line, ``sunkctl <command>: error: …``,
+    and an exit code. Typer's and Click's own exits and usage errors pass through untouched."""
 
     def invoke(self, ctx: typer.Context) -> Any:
-        command = enter_command(ctx)
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, _ClickError):
             raise
         except Exception as exc:
-            mapped = _exit_for(exc)
-            if mapped is None:
-                if ctx.meta.get(_TRACEBACK) or os.environ.get(TRACEBACK_ENV) == "1":
-                    typer.echo("".join(tb.format_exception(exc)).rstrip(), err=True)
-                first = str(exc).splitlines()[0] if str(exc) else ""
-                how = (
-                    "rerun with --traceback"
-                    if any(p.name == "traceback" for p in self.params)
-                    else f"{TRACEBACK_ENV}=1 shows the traceback"
-                )
-                mapped = f"internal error: {type(exc).__name__}: {first} ({how})", EXIT_ENV
-            message, code = mapped
-            typer.echo(error_line(message, command), err=True)
+            message, code = _exit_for(exc, ctx)
+            typer.echo(error_line(message, ctx.command_path), err=True)
             raise typer.Exit(code) from None
 
 
 def existing_files(paths: list[Path], flag: str = "-f") -> list[Path]:
     for path in paths:
         if not path.is_file():
-            fail(f"{flag} {path}: no such file", EXIT_USAGE)
+            raise UsageError(f"{flag} {path}: no such file")
     return paths
 
 
@@ -147,7 +114,7 @@ def write_or_print(
     echo = echo or sys.stdout.write
     if only is not None:
         if only not in files:
-            fail(f"--file {only}: not rendered (available: {', '.join(sorted(files))})", EXIT_USAGE)
+            raise UsageError(f"--file {only}: not rendered (available: {', '.join(sorted(files))})")
         files = {only: files[only]}
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)

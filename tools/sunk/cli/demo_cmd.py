@@ -8,7 +8,8 @@ from rich.table import Table
 
 from sunk.chartio.helm import Release, template
 from sunk.chartio.manifests import parse_release
-from sunk.cli.common import EXIT_ENV, EXIT_FINDINGS, fail, helm_option, out
+from sunk.cli.common import helm_option, out
+from sunk.errors import InputError, ToolError
 from sunk.resources import checkout_root
 from sunk.slurmconf import RenderError, render_all
 
@@ -22,10 +23,11 @@ def demo(
     The examples are a checkout's `examples/`; an installed sunkctl needs `--examples DIR`."""
     root = checkout_root()
     if examples is None and root is None:
-        fail("demo renders a checkout's examples/: run it in a checkout, or pass --examples DIR",
-             EXIT_ENV)  # fmt: skip
+        raise ToolError(
+            "demo renders a checkout's examples/: run it in a checkout, or pass --examples DIR"
+        )
     directory = examples or root / "examples"
-    # helm missing or failing ends the command with exit 3 (sunk.cli.common.SunkCommand).
+    # helm missing or failing is a HelmError, a ToolError: exit 3.
     operator_release = Release(chart="sunk", name="sunk", namespace="sunk", helm=helm)
     operator = parse_release(template(operator_release, []))
     kinds = sorted({o["kind"] for o in operator.objects})
@@ -39,7 +41,7 @@ def demo(
         try:
             rendered = render_all(inputs)
         except RenderError as exc:
-            fail(f"{path}: {exc}", EXIT_FINDINGS)
+            raise InputError(f"{path}: {exc}") from exc
         _print_cluster(path, release, rendered, inputs)
 
 

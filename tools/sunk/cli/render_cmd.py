@@ -11,22 +11,11 @@ from rich.markup import escape
 
 from sunk.chartio.helm import Release, template
 from sunk.chartio.manifests import parse_release
-from sunk.cli.common import (
-    EXIT_ENV,
-    EXIT_FINDINGS,
-    EXIT_USAGE,
-    Output,
-    err,
-    existing_files,
-    fail,
-    helm_option,
-    out,
-    write_or_print,
-)
+from sunk.cli.common import Output, err, existing_files, helm_option, out, write_or_print
+from sunk.errors import EXIT_FINDINGS, InputError, UsageError
 from sunk.slurmconf import Rendered, RenderError, render_all
 from sunk.validate import Options
 from sunk.validate import validate as run_validate
-from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.findings import SCHEMA, YAML, Report
 from sunk.validate.reporters import render_text
 
@@ -85,30 +74,25 @@ def render(
     The values are read as `sunkctl validate` reads them; YAML and schema errors stop the
     render (exit 1) with their file:line and key path."""
     if output is Output.json and out_dir is not None:
-        fail("-o json prints one JSON object on stdout and --out writes files: use one", EXIT_USAGE)
+        raise UsageError("-o json prints one JSON object on stdout and --out writes files: use one")
     if output is Output.json and file is not None:
-        fail("-o json prints every file; --file prints one as text: use one", EXIT_USAGE)
+        raise UsageError("-o json prints every file; --file prints one as text: use one")
     existing_files(values)
-    try:
-        report = input_errors(values, set_values)
-    except UsageError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except ToolError as exc:
-        fail(str(exc), EXIT_ENV)
+    report = input_errors(values, set_values)
     if report.findings:
         # With -o json stdout carries the JSON object or nothing: the findings go to stderr.
         render_text(report, err if output is Output.json else out, err)
         raise typer.Exit(EXIT_FINDINGS)
-    # helm missing or failing ends the command with exit 3 (sunk.cli.common.SunkCommand).
+    # helm missing or failing is a HelmError, a ToolError: exit 3.
     manifest = template(Release(namespace=namespace, helm=helm), values, set_values)
     try:
         inputs = parse_release(manifest).cluster_inputs(namespace)
         rendered = render_all(inputs)
     except RenderError as exc:
-        fail(f"Slurm renderer: {exc}", EXIT_FINDINGS)
+        raise InputError(f"Slurm renderer: {exc}") from exc
     except (ValidationError, ValueError, KeyError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        fail(f"rendered custom resources unreadable: {first}", EXIT_FINDINGS)
+        raise InputError(f"rendered custom resources unreadable: {first}") from exc
     if output is Output.json:
         typer.echo(as_json(rendered), nl=False)
         return

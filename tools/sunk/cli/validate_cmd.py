@@ -9,11 +9,11 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from sunk.cli.common import EXIT_ENV, EXIT_USAGE, err, fail, helm_option, out, want_traceback
+from sunk.cli.common import err, helm_option, out, want_traceback
+from sunk.errors import UsageError
 from sunk.validate import Options
 from sunk.validate import validate as run_validate
 from sunk.validate.engine import baseline_entries, load_baseline
-from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.reporters import FORMATS, RENDERERS, render_rules_json, render_text
 from sunk.validate.rules import all_rules
 
@@ -98,33 +98,28 @@ def validate(
         want_traceback(ctx)
     if list_rules:
         if output not in ("text", "json"):
-            fail(f"--list-rules prints text or json, not -o {output}", EXIT_USAGE)
+            raise UsageError(f"--list-rules prints text or json, not -o {output}")
         if output_file is not None:
-            fail("--list-rules prints the table on stdout; drop --output-file", EXIT_USAGE)
+            raise UsageError("--list-rules prints the table on stdout; drop --output-file")
         _list_rules(output)
         raise typer.Exit(0)
     if output == "text" and output_file is not None:
-        fail("--output-file needs a machine format (-o json|junit|sarif|github)", EXIT_USAGE)
-    try:
-        options = Options(
-            paths=[str(p) for p in paths or []],
-            values=[str(p) for p in values],
-            sets=list(set_values),
-            chart=chart,
-            kube_version=kube_version,
-            namespace=namespace,
-            render=render,
-            baseline=load_baseline(baseline) if baseline else None,
-            crd_schemas=[str(d) for d in crd_schemas],
-            ignore_missing_schemas=ignore_missing_schemas,
-            helm=helm,
-        )
-        report = run_validate(options)
-    except UsageError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except ToolError as exc:
-        fail(str(exc), EXIT_ENV)
-    # Anything else is a crash: one line and exit 3 (sunk.cli.common.SunkCommand).
+        raise UsageError("--output-file needs a machine format (-o json|junit|sarif|github)")
+    options = Options(
+        paths=[str(p) for p in paths or []],
+        values=[str(p) for p in values],
+        sets=list(set_values),
+        chart=chart,
+        kube_version=kube_version,
+        namespace=namespace,
+        render=render,
+        baseline=load_baseline(baseline) if baseline else None,
+        crd_schemas=[str(d) for d in crd_schemas],
+        ignore_missing_schemas=ignore_missing_schemas,
+        helm=helm,
+    )
+    # UsageError exits 2, ToolError 3, anything else is a crash (sunk.cli.common.SunkCommand).
+    report = run_validate(options)
     if generate_baseline is not None:
         entries = baseline_entries(report)
         generate_baseline.write_text(json.dumps(entries, indent=2) + "\n")
