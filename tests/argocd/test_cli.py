@@ -316,3 +316,11 @@ def test_app_project_allows_exactly_what_the_apps_use(fake_repo: Path, style: st
         assert dest in spec["destinations"], path
         assert body["source"]["repoURL"] in spec["sourceRepos"], path
     assert f"kubectl apply -f {out.name}/project.yaml" in (out / "root.yaml").read_text()
+
+
+def test_an_output_that_cannot_be_written_is_exit_3(fake_repo: Path) -> None:
+    (fake_repo / "argocd").write_text("a file where the output directory goes\n")
+    result = gen(fake_repo)
+    assert result.exit_code == 3, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"sunkctl argocd gen: error: --out: cannot write {fake_repo / 'argocd'}")

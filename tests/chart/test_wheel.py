@@ -219,8 +219,10 @@ def test_installed_sunkctl_without_helm_says_how_to_get_it(installed, gitops, tm
     env = clean_env(installed, tmp_path / "home")
     proc = run([str(installed / "sunkctl"), "validate", "clusters"], cwd=gitops, env=env)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    message = " ".join(proc.stderr.split())
-    assert "helm not found on PATH" in message and "https://helm.sh/docs/intro/install/" in message
+    # The installed console script: one error line, led by `sunkctl validate: error:`.
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("sunkctl validate: error: helm not found on PATH: install Helm 3")
+    assert "https://helm.sh/docs/intro/install/" in line
 
 
 def test_installed_sunkctl_dev_and_schema_need_a_checkout(installed, gitops, tmp_path):

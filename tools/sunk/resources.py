@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sunk.errors import ToolError
+
 PACKAGE_DATA = Path(__file__).resolve().parent / "_data"
 
 
-class ResourceError(RuntimeError):
+class ResourceError(ToolError):
     """The charts or schemas cannot be found (an environment problem, exit 3)."""
 
 

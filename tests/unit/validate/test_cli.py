@@ -118,24 +118,33 @@ def test_list_rules():
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "message"),
     [
-        ["missing.yaml"],
-        ["good.yaml", "--chart", "nope"],
-        ["good.yaml", "-o", "xml"],
-        ["good.yaml", "--set", "novalue"],
-        ["good.yaml", "-f", "missing.yaml"],
-        ["good.yaml", "--baseline", "missing.json"],
-        ["good.yaml", "-o", "text", "--output-file", "x"],
-        ["good.yaml", "--kube-version", "banana"],
-        ["good.yaml", "--kube-version", "1.2"],
-        [],
+        (["missing.yaml"], "missing.yaml: no such file or directory"),
+        (["good.yaml", "--chart", "nope"], "--chart nope: expected one of slurm, sunk"),
+        (["good.yaml", "--set", "novalue"], "--set novalue"),
+        (["good.yaml", "-f", "missing.yaml"], "-f missing.yaml: no such file"),
+        (["good.yaml", "--baseline", "missing.json"], "--baseline missing.json: "),
+        (["good.yaml", "-o", "text", "--output-file", "x"], "--output-file needs a machine"),
+        (["good.yaml", "--kube-version", "banana"], "--kube-version 'banana': expected X.Y"),
+        (["good.yaml", "--kube-version", "1.2"], "--kube-version"),
+        ([], "nothing to validate: give PATHS, -f files or --set"),
     ],
 )
-def test_usage_errors_exit_2(files, args):
+def test_usage_errors_exit_2_with_one_error_line(files, args, message):
     result = run(*args)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"sunkctl validate: error: {message}"), line
+
+
+def test_a_bad_format_is_clicks_usage_error(files):
+    result = run("good.yaml", "-o", "xml")
+    assert result.exit_code == 2
+    assert "Usage: sunkctl validate [OPTIONS]" in result.stderr
+    assert "Invalid value for '-o' / '--output'" in result.stderr
 
 
 def test_missing_helm_is_exit_3_and_says_how_to_install_it(files, monkeypatch, tmp_path):
@@ -143,7 +152,8 @@ def test_missing_helm_is_exit_3_and_says_how_to_install_it(files, monkeypatch, t
     monkeypatch.setenv("PATH", str(tmp_path))  # no helm on it
     result = run("good.yaml")
     assert result.exit_code == 3, result.output
-    assert "helm not found on PATH" in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("sunkctl validate: error: helm not found on PATH")
     assert "https://helm.sh/docs/intro/install/" in result.stderr
     assert "--helm" in result.stderr and "SUNK_HELM" in result.stderr
 
@@ -179,8 +189,13 @@ def test_unexpected_crash_is_one_line_and_exit_3(files, monkeypatch):
 
     monkeypatch.setattr("sunk.cli.validate_cmd.run_validate", boom)
     result = run("good.yaml", "--no-render")
-    assert result.exit_code == 3 and "internal error: ZeroDivisionError" in result.stderr
-    assert "Traceback" not in result.output
+    assert result.exit_code == 3
+    assert result.stderr == (
+        "sunkctl validate: error: internal error: ZeroDivisionError: surprise "
+        "(rerun with --traceback)\n"
+    )
     assert engine  # the library is untouched
     result = run("good.yaml", "--no-render", "--traceback")
-    assert "Traceback" in result.stderr
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Traceback (most recent call last):")
+    assert "ZeroDivisionError: surprise" in result.stderr

@@ -20,7 +20,7 @@ from typing import Any
 
 from sunk.argocd import healthchecks as health
 from sunk.argocd import schema
-from sunk.argocd.errors import EXIT_FINDINGS, ArgoCDGenError
+from sunk.argocd.errors import ArgoCDGenError, ArgoCDInputError
 from sunk.argocd.spec import MAX_APP_NAME, GenSpec, SlurmRelease, revision_is_pinned
 from sunk.argocd.versions import UpstreamChart
 
@@ -541,8 +541,8 @@ def build(spec: GenSpec, out_path: str = "argocd") -> Bundle:
     _check_names(objs)
     problems = [msg for obj in objs for msg in schema.errors(obj)]
     if problems:
-        raise ArgoCDGenError(
-            "generated manifests fail the Argo CD schema: " + "; ".join(problems), EXIT_FINDINGS
+        raise ArgoCDInputError(
+            "generated manifests fail the Argo CD schema: " + "; ".join(problems)
         )
     return bundle
 

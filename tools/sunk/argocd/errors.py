@@ -1,24 +1,24 @@
-"""The single error type of :mod:`sunk.argocd`."""
+"""The errors of :mod:`sunk.argocd`: one family, each class with its sunkctl exit code."""
 
 from __future__ import annotations
 
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_ENVIRONMENT = 3
+from sunk.errors import EXIT_USAGE, InputError, SunkError, ToolError
 
 
-class ArgoCDGenError(Exception):
+class ArgoCDGenError(SunkError):
     """A problem with the inputs, as a one-line message that names the file or flag at fault.
 
-    ``exit_code`` follows the sunkctl convention: 2 for a usage error (bad flag value, missing
-    file, conflicting names), 1 for invalid content (YAML that does not parse, a values file
-    that is not a mapping), 3 for an environment failure (cannot write the output).
+    Catch it for every error of ``argocd gen``. Raised as itself it is a usage error (exit 2:
+    bad flag value, missing file, conflicting names); its subclasses carry the other codes.
     """
 
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
+    exit_code = EXIT_USAGE
 
-    def __str__(self) -> str:
-        return self.message
+
+class ArgoCDInputError(InputError, ArgoCDGenError):
+    """Invalid content (exit 1): YAML that does not parse, a values file that is not a mapping,
+    generated manifests that fail the Argo CD schema."""
+
+
+class ArgoCDOutputError(ToolError, ArgoCDGenError):
+    """The output cannot be written (exit 3)."""

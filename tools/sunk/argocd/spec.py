@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from sunk.argocd.errors import EXIT_FINDINGS, ArgoCDGenError
+from sunk.argocd.errors import ArgoCDGenError, ArgoCDInputError
 from sunk.argocd.versions import UpstreamChart
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -170,13 +170,12 @@ def load_values(path: Path, flag: str = "-f/--values") -> Mapping[str, object]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ArgoCDGenError(f"{where}: invalid YAML: {problem}", EXIT_FINDINGS) from None
+        raise ArgoCDInputError(f"{where}: invalid YAML: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ArgoCDGenError(
-            f"{path}: a values file must be a YAML mapping, found {type(data).__name__}",
-            EXIT_FINDINGS,
+        raise ArgoCDInputError(
+            f"{path}: a values file must be a YAML mapping, found {type(data).__name__}"
         )
     return data
 
@@ -188,7 +187,7 @@ def slurm_release(path: Path, repo_root: Path, flag: str = "-f/--values") -> Slu
     cluster_name = values.get("clusterName")
     if cluster_name is not None:
         if not isinstance(cluster_name, str):
-            raise ArgoCDGenError(f"{path}: clusterName must be a string", EXIT_FINDINGS)
+            raise ArgoCDInputError(f"{path}: clusterName must be a string")
         name, origin = cluster_name, f"clusterName in {path}"
         check_dns_label(name, origin, MAX_RELEASE_NAME)
     else:

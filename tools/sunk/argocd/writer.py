@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from sunk.argocd.builders import GENERATED_MARKER, Bundle, OutputFile
-from sunk.argocd.errors import EXIT_ENVIRONMENT, ArgoCDGenError
+from sunk.argocd.errors import ArgoCDOutputError
 
 HEADER = GENERATED_MARKER + ": edit its inputs and re-generate; do not edit by hand."
 
@@ -106,5 +106,5 @@ def write(out_dir: Path, files: dict[str, str]) -> WriteResult:
         for rel in result.removed:
             (out_dir / rel).unlink()
     except OSError as exc:
-        raise ArgoCDGenError(f"--out: cannot write {out_dir}: {exc}", EXIT_ENVIRONMENT) from None
+        raise ArgoCDOutputError(f"--out: cannot write {out_dir}: {exc}") from None
     return result

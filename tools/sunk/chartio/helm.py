@@ -8,12 +8,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.resources import ResourceError
+from sunk.errors import ToolError
 from sunk.resources import chart_dir as _chart_dir
 
 
-class HelmError(RuntimeError):
-    """helm is missing (environment) or rejected the chart/values (findings)."""
+class HelmError(ToolError):
+    """helm is missing (``missing``) or failed. To sunkctl both are tool failures (exit 3);
+    `validate` reports a failing ``helm template`` of the user's values as a finding."""
 
     def __init__(self, message: str, missing: bool = False):
         super().__init__(message)
@@ -46,10 +47,9 @@ def helm_binary(explicit: str | None = None) -> str:
 
 
 def chart_path(name: str) -> Path:
-    try:
-        return _chart_dir(name)
-    except ResourceError as exc:
-        raise HelmError(str(exc), missing=True) from exc
+    """The chart's directory; a missing one is a :class:`~sunk.resources.ResourceError`, a
+    tool failure like a missing helm."""
+    return _chart_dir(name)
 
 
 @dataclass(frozen=True)

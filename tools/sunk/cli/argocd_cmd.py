@@ -17,8 +17,9 @@ import typer
 
 from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, build, versions, writer
 from sunk.argocd import spec as specs
-from sunk.argocd.errors import EXIT_FINDINGS
 from sunk.argocd.spec import IN_CLUSTER
+from sunk.cli.common import SunkCommand
+from sunk.errors import EXIT_FINDINGS
 
 EPILOG = (
     "Exit codes: 0 written (or up to date with --check), 1 invalid values file or --check found "
@@ -45,11 +46,7 @@ class Generator(StrEnum):
     git = "git"
 
 
-def _err(message: str) -> None:
-    typer.echo(f"sunkctl argocd gen: error: {message}", err=True)
-
-
-@argocd_app.command("gen", epilog=EPILOG)
+@argocd_app.command("gen", epilog=EPILOG, cls=SunkCommand)
 def gen(
     repo: Annotated[str, typer.Option("--repo", help="Git URL of this repository.")],
     revision: Annotated[
@@ -200,42 +197,39 @@ def gen(
     ] = False,
 ) -> None:
     """Write the parent Application, its children and the argocd-cm patch into --out."""
-    try:
-        gen_spec, out_path = _spec(
-            repo=repo,
-            revision=revision,
-            cluster=cluster,
-            values=values or [],
-            out=out,
-            style=style,
-            repo_root=repo_root if repo_root is not None else _default_repo_root(),
-            release_name=release_name or [],
-            slurm_namespace=slurm_namespace or [],
-            extra_app=extra_app or [],
-            cert_manager=cert_manager,
-            cert_manager_version=cert_manager_version,
-            moco=moco,
-            moco_version=moco_version,
-            sunk_values=sunk_values or [],
-            sunk_namespace=sunk_namespace,
-            sync=_sync(auto_sync, prune, self_heal),
-            ignore_replicas=ignore_replicas,
-            appset_generator=appset_generator,
-            git_values_glob=git_values_glob,
-            project=project,
-            argocd_namespace=argocd_namespace,
-            destination_server=destination_server,
-            root_destination_server=root_destination_server,
-            cluster_secret=cluster_secret,
-            app_project=app_project,
-            cascade_delete=cascade_delete,
-        )
-        bundle = build(gen_spec, out_path)
-        files = writer.render(bundle)
-        result = writer.plan(out, files) if check else writer.write(out, files)
-    except ArgoCDGenError as exc:
-        _err(exc.message)
-        raise typer.Exit(exc.exit_code) from None
+    # An ArgoCDGenError exits with its class's code (sunk.cli.common.SunkCommand).
+    gen_spec, out_path = _spec(
+        repo=repo,
+        revision=revision,
+        cluster=cluster,
+        values=values or [],
+        out=out,
+        style=style,
+        repo_root=repo_root if repo_root is not None else _default_repo_root(),
+        release_name=release_name or [],
+        slurm_namespace=slurm_namespace or [],
+        extra_app=extra_app or [],
+        cert_manager=cert_manager,
+        cert_manager_version=cert_manager_version,
+        moco=moco,
+        moco_version=moco_version,
+        sunk_values=sunk_values or [],
+        sunk_namespace=sunk_namespace,
+        sync=_sync(auto_sync, prune, self_heal),
+        ignore_replicas=ignore_replicas,
+        appset_generator=appset_generator,
+        git_values_glob=git_values_glob,
+        project=project,
+        argocd_namespace=argocd_namespace,
+        destination_server=destination_server,
+        root_destination_server=root_destination_server,
+        cluster_secret=cluster_secret,
+        app_project=app_project,
+        cascade_delete=cascade_delete,
+    )
+    bundle = build(gen_spec, out_path)
+    files = writer.render(bundle)
+    result = writer.plan(out, files) if check else writer.write(out, files)
 
     for note in bundle.notes:
         typer.echo(f"note: {note}", err=True)

@@ -8,7 +8,8 @@ from rich.table import Table
 
 from sunk.chartio.helm import Release, template
 from sunk.chartio.manifests import parse_release
-from sunk.cli.common import EXIT_ENV, EXIT_FINDINGS, fail, helm_option, out, reported_errors
+from sunk.cli.common import helm_option, out
+from sunk.errors import InputError, ToolError
 from sunk.resources import checkout_root
 from sunk.slurmconf import RenderError, render_all
 
@@ -22,25 +23,26 @@ def demo(
     The examples are a checkout's `examples/`; an installed sunkctl needs `--examples DIR`."""
     root = checkout_root()
     if examples is None and root is None:
-        fail("demo renders a checkout's examples/: run it in a checkout, or pass --examples DIR",
-             EXIT_ENV)  # fmt: skip
-    directory = examples or root / "examples"
-    with reported_errors():
-        operator_release = Release(chart="sunk", name="sunk", namespace="sunk", helm=helm)
-        operator = parse_release(template(operator_release, []))
-        kinds = sorted({o["kind"] for o in operator.objects})
-        out.print(
-            f"[bold]sunk chart[/] (namespace sunk): {len(operator.objects)} objects — "
-            + ", ".join(kinds)
+        raise ToolError(
+            "demo renders a checkout's examples/: run it in a checkout, or pass --examples DIR"
         )
-        for path in sorted(directory.glob("*.yaml")):
-            release = parse_release(template(Release(helm=helm), [path]))
-            inputs = release.cluster_inputs("tenant-slurm")
-            try:
-                rendered = render_all(inputs)
-            except RenderError as exc:
-                fail(f"{path}: {exc}", EXIT_FINDINGS)
-            _print_cluster(path, release, rendered, inputs)
+    directory = examples or root / "examples"
+    # helm missing or failing is a HelmError, a ToolError: exit 3.
+    operator_release = Release(chart="sunk", name="sunk", namespace="sunk", helm=helm)
+    operator = parse_release(template(operator_release, []))
+    kinds = sorted({o["kind"] for o in operator.objects})
+    out.print(
+        f"[bold]sunk chart[/] (namespace sunk): {len(operator.objects)} objects — "
+        + ", ".join(kinds)
+    )
+    for path in sorted(directory.glob("*.yaml")):
+        release = parse_release(template(Release(helm=helm), [path]))
+        inputs = release.cluster_inputs("tenant-slurm")
+        try:
+            rendered = render_all(inputs)
+        except RenderError as exc:
+            raise InputError(f"{path}: {exc}") from exc
+        _print_cluster(path, release, rendered, inputs)
 
 
 def _print_cluster(path, release, rendered, inputs) -> None:

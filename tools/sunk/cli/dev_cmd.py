@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from sunk.cli.common import EXIT_ENV, err, fail, out
+from sunk.cli.common import SunkCommand, err, out
+from sunk.errors import ToolError
 
 dev_app = typer.Typer(
     help="A Slurm cluster on real Kubernetes nodes on this machine (development, demo).",
@@ -28,24 +29,15 @@ def _devcluster():
     try:
         from sunk.devenv import devcluster
     except ImportError:
-        fail(NEEDS_CHECKOUT, EXIT_ENV)
+        raise ToolError(NEEDS_CHECKOUT) from None
     return devcluster
-
-
-def _errors():
-    from sunk.devenv.controlplane import ControlPlaneError
-    from sunk.devenv.deploy import DeployError
-    from sunk.devenv.images import ImageBuildError
-    from sunk.devenv.nodes import NodeClusterError
-
-    return (ControlPlaneError, DeployError, ImageBuildError, NodeClusterError, TimeoutError)
 
 
 def _dir(directory: Path | None) -> Path:
     return directory or _devcluster().default_dir()
 
 
-@dev_app.command()
+@dev_app.command(cls=SunkCommand)
 def up(
     example: Path = typer.Option(
         Path("examples/minimal-cpu.yaml"), "-f", "--values", help="The slurm chart's values."
@@ -54,35 +46,25 @@ def up(
     directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
 ) -> None:
     """Start (or reuse) the cluster, install both charts, run a two-node job; leave it up."""
+    # The environment's errors (ControlPlaneError, DeployError, …) are ToolErrors: exit 3.
     devcluster = _devcluster()
-    try:
-        result = devcluster.up(
-            _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}", markup=False)
-        )
-    except _errors() as exc:
-        fail(str(exc), EXIT_ENV)
+    result = devcluster.up(
+        _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}", markup=False)
+    )
     out.print(result.job_output.rstrip())
     out.print(f"KUBECONFIG={result.kubeconfig}")
     out.print("A shell in the login Pod (then `sinfo`, `srun -N2 hostname`):")
     out.print(f"  {result.shell}")
 
 
-@dev_app.command()
+@dev_app.command(cls=SunkCommand)
 def down(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Stop the cluster and remove everything it made (processes, mounts, namespaces)."""
-    devcluster = _devcluster()
-    try:
-        devcluster.down(_dir(directory))
-    except _errors() as exc:
-        fail(str(exc), EXIT_ENV)
+    _devcluster().down(_dir(directory))
     err.print("[dev] down", markup=False)
 
 
-@dev_app.command()
+@dev_app.command(cls=SunkCommand)
 def status(directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Say whether the cluster runs and where its kubeconfig is."""
-    devcluster = _devcluster()
-    try:
-        out.print(devcluster.status(_dir(directory)))
-    except _errors() as exc:
-        fail(str(exc), EXIT_ENV)
+    out.print(_devcluster().status(_dir(directory)))

@@ -1,7 +1,8 @@
 """The ``sunkctl`` entry point.
 
 Exit codes (shared by every command): 0 clean, 1 findings, 2 usage error,
-3 tool or environment failure.
+3 tool or environment failure. Every error is one line, ``sunkctl <command>: error: …``
+(see :mod:`sunk.cli.common`). Shell completion: ``sunkctl --install-completion``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import typer
 
 from sunk import __version__
 from sunk.cli.argocd_cmd import argocd_app
+from sunk.cli.common import SunkCommand
 from sunk.cli.demo_cmd import demo
 from sunk.cli.dev_cmd import dev_app
+from sunk.cli.render_cmd import EPILOG as RENDER_EPILOG
 from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
 from sunk.cli.validate_cmd import validate
@@ -24,7 +27,6 @@ app = typer.Typer(
     epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
 )
 app.add_typer(argocd_app, name="argocd")
 app.add_typer(dev_app, name="dev")
@@ -45,14 +47,16 @@ def main(
     """Open SUNK command line."""
 
 
-app.command()(schema)
-app.command()(render)
-app.command()(demo)
-app.command()(validate)
+app.command(cls=SunkCommand)(schema)
+app.command(cls=SunkCommand, epilog=RENDER_EPILOG)(render)
+app.command(cls=SunkCommand)(demo)
+app.command(cls=SunkCommand)(validate)
 
 
 def run() -> None:
-    app()
+    # The name is fixed, not taken from argv[0]: it starts every error line and names the
+    # completion variable (_SUNKCTL_COMPLETE) the installed completion scripts call.
+    app(prog_name="sunkctl")
 
 
 if __name__ == "__main__":

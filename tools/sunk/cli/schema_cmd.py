@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sunk.cli.common import EXIT_ENV, fail
+from sunk.errors import EXIT_FINDINGS, ToolError
 from sunk.resources import checkout_root
 from sunk.schema.generate import stale, write_all
 
@@ -15,15 +15,14 @@ def schema(
     """Write values.schema.json, values.yaml, README tables, CRDs and schemas/ from the models."""
     root = checkout_root()
     if root is None:
-        fail(
+        raise ToolError(
             "schema regenerates a checkout's files (charts/, schemas/): run it from a source "
-            "checkout (an editable install), or set SUNK_REPO to one",
-            EXIT_ENV,
+            "checkout (an editable install), or set SUNK_REPO to one"
         )
     if check:
         outdated = stale(root)
         for path in outdated:
             typer.echo(f"stale: {path} (run `sunkctl schema`)", err=True)
-        raise typer.Exit(1 if outdated else 0)
+        raise typer.Exit(EXIT_FINDINGS if outdated else 0)
     for path in write_all(root):
         typer.echo(f"wrote {path}")

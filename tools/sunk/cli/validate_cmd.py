@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
-import traceback as tb
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
-from sunk.cli.common import EXIT_ENV, EXIT_USAGE, err, fail, helm_option, out
+from sunk.cli.common import err, helm_option, out, want_traceback
+from sunk.errors import UsageError
 from sunk.validate import Options
 from sunk.validate import validate as run_validate
 from sunk.validate.engine import baseline_entries, load_baseline
-from sunk.validate.errors import ToolError, UsageError
-from sunk.validate.reporters import FORMATS, RENDERERS, render_text
+from sunk.validate.reporters import FORMATS, RENDERERS, render_rules_json, render_text
 from sunk.validate.rules import all_rules
+
+# -o/--output: the report formats (sunk.validate.reporters.FORMATS), as a choice Click checks.
+Format = StrEnum("Format", [(name, name) for name in FORMATS])
 
 HELP = "\n\n".join(
     [
@@ -35,8 +38,11 @@ HELP = "\n\n".join(
 )
 
 
-def _list_rules() -> None:
+def _list_rules(output: Format) -> None:
     rules = all_rules()
+    if output == "json":
+        typer.echo(render_rules_json(rules), nl=False)
+        return
     width = max(len(rule.name) for rule in rules)
     for rule in rules:
         typer.echo(f"{rule.id}  {rule.name:<{width}}  {rule.severity!s:<7}  {rule.summary}")
@@ -44,6 +50,7 @@ def _list_rules() -> None:
 
 
 def validate(
+    ctx: typer.Context,
     paths: list[Path] | None = typer.Argument(
         None, help="Values files or directories (a GitOps repo).", show_default=False
     ),
@@ -57,7 +64,9 @@ def validate(
     kube_version: str | None = typer.Option(
         None, "--kube-version", "-k", help="Kubernetes X.Y to validate against (default newest)."
     ),
-    output: str = typer.Option("text", "-o", "--output", help="text|json|junit|sarif|github."),
+    output: Format = typer.Option(
+        Format.text, "-o", "--output", help="Report format (--list-rules: text or json)."
+    ),
     output_file: Path | None = typer.Option(
         None, "--output-file", help="Write the -o report here; text goes to stdout."
     ),
@@ -85,40 +94,32 @@ def validate(
     traceback: bool = typer.Option(False, "--traceback", help="Show tracebacks of crashes."),
 ) -> None:
     """Validate values files: YAML, schema, SUNK rules, helm template, rendered objects."""
+    if traceback:
+        want_traceback(ctx)
     if list_rules:
-        _list_rules()
+        if output not in ("text", "json"):
+            raise UsageError(f"--list-rules prints text or json, not -o {output}")
+        if output_file is not None:
+            raise UsageError("--list-rules prints the table on stdout; drop --output-file")
+        _list_rules(output)
         raise typer.Exit(0)
-    if output not in FORMATS:
-        fail(f"-o {output}: expected one of {', '.join(FORMATS)}", EXIT_USAGE)
     if output == "text" and output_file is not None:
-        fail("--output-file needs a machine format (-o json|junit|sarif|github)", EXIT_USAGE)
-    try:
-        options = Options(
-            paths=[str(p) for p in paths or []],
-            values=[str(p) for p in values],
-            sets=list(set_values),
-            chart=chart,
-            kube_version=kube_version,
-            namespace=namespace,
-            render=render,
-            baseline=load_baseline(baseline) if baseline else None,
-            crd_schemas=[str(d) for d in crd_schemas],
-            ignore_missing_schemas=ignore_missing_schemas,
-            helm=helm,
-        )
-        report = run_validate(options)
-    except UsageError as exc:
-        fail(escape(str(exc)), EXIT_USAGE)
-    except ToolError as exc:
-        fail(escape(str(exc)), EXIT_ENV)
-    except Exception as exc:  # never a traceback by default: one line, exit 3
-        if traceback:
-            err.print(escape("".join(tb.format_exception(exc))))
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        fail(
-            escape(f"internal error: {type(exc).__name__}: {first} (rerun with --traceback)"),
-            EXIT_ENV,
-        )
+        raise UsageError("--output-file needs a machine format (-o json|junit|sarif|github)")
+    options = Options(
+        paths=[str(p) for p in paths or []],
+        values=[str(p) for p in values],
+        sets=list(set_values),
+        chart=chart,
+        kube_version=kube_version,
+        namespace=namespace,
+        render=render,
+        baseline=load_baseline(baseline) if baseline else None,
+        crd_schemas=[str(d) for d in crd_schemas],
+        ignore_missing_schemas=ignore_missing_schemas,
+        helm=helm,
+    )
+    # UsageError exits 2, ToolError 3, anything else is a crash (sunk.cli.common.SunkCommand).
+    report = run_validate(options)
     if generate_baseline is not None:
         entries = baseline_entries(report)
         generate_baseline.write_text(json.dumps(entries, indent=2) + "\n")
@@ -127,7 +128,7 @@ def validate(
     if output == "text":
         render_text(report, out, err)
     else:
-        text = RENDERERS[output](report)
+        text = RENDERERS[output.value](report)
         if output_file is not None:
             output_file.parent.mkdir(parents=True, exist_ok=True)
             output_file.write_text(text)

@@ -58,6 +58,7 @@ import yaml
 
 from sunk.devenv.kube_build import KWOK_STAGES_NAME
 from sunk.devenv.paths import bin_dir as default_bin_dir
+from sunk.errors import ToolError
 
 T = TypeVar("T")
 
@@ -69,7 +70,7 @@ SERVICE_IP = "10.96.0.1"
 STATE_FILE = "controlplane.json"
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(ToolError):  # a RuntimeError; sunkctl dev exits 3
     """The control plane could not be started or did not become ready."""
 
 

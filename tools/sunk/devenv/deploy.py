@@ -16,6 +16,7 @@ from pathlib import Path
 from sunk.devenv import images as image_build
 from sunk.devenv.nodes import NodeCluster, NodeClusterError
 from sunk.devenv.paths import bin_dir, repo_root
+from sunk.errors import ToolError
 from sunk.operator.names import LABEL_CLUSTER, LABEL_COMPONENT, LABEL_NODESET
 
 OVERLAY = Path(__file__).with_name("values") / "real-nodes.yaml"
@@ -23,7 +24,7 @@ OPERATOR_NAMESPACE = "sunk"
 SLURM_NAMESPACE = "tenant-slurm"
 
 
-class DeployError(RuntimeError):
+class DeployError(ToolError):  # a RuntimeError; sunkctl dev exits 3
     """A chart did not install or the Slurm cluster did not come up; says what was seen."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from sunk.devenv import debian
 from sunk.devenv.paths import cache_dir, repo_root
+from sunk.errors import ToolError
 from sunk.models.values import IMAGE_PREFIX, IMAGE_TAG, SLURM_VERSION
 
 SUITE = "trixie"
@@ -37,7 +38,7 @@ OPERATOR_PYTHON = "3.13"
 DOCKERD_ARGS = ("--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false")
 
 
-class ImageBuildError(RuntimeError):
+class ImageBuildError(ToolError):  # a RuntimeError; sunkctl dev exits 3
     """An image could not be built; the message says which and why."""
 
 

@@ -60,6 +60,7 @@ from sunk.devenv.controlplane import (
     write_kubeconfig,
 )
 from sunk.devenv.paths import bin_dir as default_bin_dir
+from sunk.errors import ToolError
 
 HUB_NET = ipaddress.ip_network("10.250.0.0/24")
 HUB_ADDR = "10.250.0.1"
@@ -83,7 +84,7 @@ KUBE_PROXY_USER = "system:kube-proxy"
 COREDNS_USER = "sunk:coredns"
 
 
-class NodeClusterError(RuntimeError):
+class NodeClusterError(ToolError):  # a RuntimeError; sunkctl dev exits 3
     """The real nodes could not be started; the message says which part and why."""
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from sunk.chartio.helm import Release
-from sunk.resources import ResourceError, chart_dir
+from sunk.errors import ToolError, UsageError
+from sunk.resources import chart_dir
 from sunk.validate import k8s_step, render_step
 from sunk.validate.coalesce import Coalesced, Layer, SetError, coalesce, set_layer
-from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.findings import SCHEMA, YAML, FileResult, Finding, Report, Severity
 from sunk.validate.paths import dotted
 from sunk.validate.rules import RuleContext, all_rules
@@ -143,10 +143,7 @@ class _Run:
         return doc, findings
 
     def chart_file(self, chart: str, name: str) -> Path:
-        try:
-            return chart_dir(chart) / name
-        except ResourceError as exc:
-            raise ToolError(str(exc)) from exc
+        return chart_dir(chart) / name  # not found: a ResourceError, a ToolError
 
     def defaults(self, chart: str) -> Layer:
         path = self.chart_file(chart, "values.yaml")

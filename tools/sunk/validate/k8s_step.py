@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from sunk.resources import ResourceError, cache_dir, schemas_dir
-from sunk.validate.errors import ToolError, UsageError
+from sunk.errors import ToolError, UsageError
+from sunk.resources import cache_dir, schemas_dir
 from sunk.validate.findings import K8S, Finding, Severity
 
 MISSING_HINT = (
@@ -82,11 +82,7 @@ def kind_file(kind: str, api_version: str) -> str:
 def schema_dirs(extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
     """Custom resource schema directories in kubeconform's {group}/{kind}_{version}.json
     layout: the user's (--crd-schemas) first, then ours."""
-    try:
-        ours = schemas_dir()
-    except ResourceError as exc:
-        raise ToolError(str(exc)) from exc
-    return (*extra, ours)
+    return (*extra, schemas_dir())  # not found: a ResourceError, a ToolError
 
 
 def crd_schema_file(kind: str, api_version: str, dirs: tuple[Path, ...] = ()) -> Path | None:

@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from sunk.chartio.helm import HelmError, Release, template
 from sunk.chartio.manifests import RenderedRelease
 from sunk.slurmconf import RenderError, render_all
-from sunk.validate.errors import ToolError
 from sunk.validate.findings import RENDER, Finding, Severity
 
 # Renderer warnings that a rule already reports with a position (SUNK012).
@@ -43,8 +42,8 @@ def render(
     try:
         out.text = template(release, files, sets)
     except HelmError as exc:
-        if exc.missing:
-            raise ToolError(str(exc)) from exc
+        if exc.missing:  # no helm to run: a ToolError (exit 3), not a finding
+            raise
         out.findings.append(
             Finding(
                 RENDER, Severity.ERROR, f"helm template failed: {_first_lines(str(exc))}", display

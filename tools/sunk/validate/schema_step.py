@@ -13,6 +13,7 @@ from typing import Any
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from sunk.errors import ToolError
 from sunk.models.base import (
     CONF_KEY,
     CONF_VALUE,
@@ -23,7 +24,6 @@ from sunk.models.base import (
     QUANTITY_PATTERN,
 )
 from sunk.validate.coalesce import Coalesced
-from sunk.validate.errors import ToolError
 from sunk.validate.findings import SCHEMA, Finding, Severity
 from sunk.validate.paths import dotted
 from sunk.validate.yamlload import Path
