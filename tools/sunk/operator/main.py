@@ -19,6 +19,13 @@ from sunk.operator.kube import Kube, KubeConfig
 from sunk.operator.leader import LeaderElector, identity
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sunk-operator", description="The open SUNK operator.")
     p.add_argument("--version", action="version", version=f"sunk-operator {__version__}")
@@ -40,6 +47,13 @@ def parser() -> argparse.ArgumentParser:
         target.add_argument("--leader-election-namespace", default="sunk")
         target.add_argument("--no-leader-election", action="store_true")
         target.add_argument(
+            "--resync-seconds",
+            type=_seconds,
+            default=runtime.RESYNC_SECONDS,
+            help="every object is reconciled again this often, changed or not "
+            f"(default {runtime.RESYNC_SECONDS})",
+        )
+        target.add_argument(
             "--namespace",
             action="append",
             default=[],
@@ -56,7 +70,12 @@ def parser() -> argparse.ArgumentParser:
 async def serve(args: argparse.Namespace) -> None:
     config = KubeConfig.load(args.kubeconfig)
     kube = Kube(config)
-    rt = runtime.Runtime(config=config, kube=kube, namespaces=tuple(args.namespace))
+    rt = runtime.Runtime(
+        config=config,
+        kube=kube,
+        namespaces=tuple(args.namespace),
+        resync_seconds=args.resync_seconds,
+    )
     runtime.RUNTIME = rt
     runner = web.AppRunner(runtime.health_app(rt))
     await runner.setup()
