@@ -109,7 +109,7 @@ def test_the_annotation_alone_replaces_nothing_and_is_removed(kube):
     assert cluster["status"]["keys"] == before
     assert names.ANN_REGENERATE_KEYS not in cluster["metadata"]["annotations"]
     (event,) = events(kube, "KeysRegenerated")
-    assert event["type"] == "Normal" and "no key was made" in event["message"]
+    assert event["type"] == "Normal" and "none was replaced" in event["message"]
     # The spent annotation does not remake a key that disappears afterwards.
     delete_secret(kube, "slurm-jwt")
     assert ready(reconcile(kube))["reason"] == "KeyMissing"

@@ -156,7 +156,7 @@ def regenerated_message(renewed: list[tuple[KeySlot, str]]) -> str:
 
 
 NOTHING_TO_REGENERATE = (
-    "regenerate-keys: every recorded key Secret is present, so no key was made; to replace a "
+    "regenerate-keys: no recorded key Secret was missing, so none was replaced; to replace a "
     "key, delete its Secret and set the annotation again (see README, Keys)"
 )
 
