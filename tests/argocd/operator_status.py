@@ -362,6 +362,16 @@ def cluster_database_unavailable() -> dict[str, Any]:
     return reconcile(kube, "SlurmCluster", "slurm")
 
 
+def cluster_key_missing() -> dict[str, Any]:
+    """A key Secret the operator recorded has been deleted."""
+    kube = _with_cluster()
+    reconcile(kube, "SlurmCluster", "slurm")
+    workloads_ready(kube)
+    reconcile(kube, "SlurmCluster", "slurm")
+    del kube.objects[("v1", "secrets", NS, names.munge_secret("slurm"))]
+    return reconcile(kube, "SlurmCluster", "slurm")
+
+
 def cluster_apply_refused() -> dict[str, Any]:
     kube = _with_cluster()
     kube.refuse.add("Service")

@@ -45,6 +45,7 @@ OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
         "Degraded",
         "AccountingReady (DatabaseUnavailable): accounting.external.passwordSecret is not set",
     ),
+    (op.cluster_key_missing, C, "Degraded", "Ready (KeyMissing): munge key Secret slurm-munge"),
     (op.cluster_apply_refused, C, "Degraded", "Degraded (ServiceApplyFailed): PATCH"),
     (op.cluster_starting, C, "Progressing", "Ready (Progressing)"),
     (op.cluster_generation_not_observed, C, "Progressing", "Waiting for the SlurmCluster"),

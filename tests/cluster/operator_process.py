@@ -21,10 +21,11 @@ class OperatorProcess:
         namespaces: list[str],
         log_dir: Path,
         lease_namespace: str,
-        extra: list[str] | None = None,
+        extra_args: tuple[str, ...] = (),
     ):
-        self.kubeconfig, self.namespaces, self.extra = kubeconfig, namespaces, extra or []
+        self.kubeconfig, self.namespaces = kubeconfig, namespaces
         self.log_dir, self.lease_namespace = log_dir, lease_namespace
+        self.extra_args = extra_args
         self.port = free_port()
         self.hook_port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -57,7 +58,7 @@ class OperatorProcess:
         ]
         for ns in self.namespaces:
             args += ["--namespace", ns]
-        args += self.extra
+        args += self.extra_args
         self.proc = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -79,6 +80,12 @@ class OperatorProcess:
         match = re.search(r"^sunk_operator_api_writes_total (\d+)$", self.metrics(), re.M)
         assert match, "operator metrics lack sunk_operator_api_writes_total"
         return int(match.group(1))
+
+    def reconciles(self, kind: str) -> int:
+        match = re.search(
+            rf'^sunk_operator_reconciles_total{{kind="{kind}"}} (\d+)$', self.metrics(), re.M
+        )
+        return int(match.group(1)) if match else 0
 
     def wait_leader(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

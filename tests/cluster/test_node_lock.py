@@ -34,7 +34,7 @@ def operator(crds, control_plane, op_namespaces, tmp_path_factory) -> Iterator[O
         op_namespaces,
         tmp_path_factory.mktemp("operator"),
         op_namespaces[0],
-        extra=["--hook-wait", "8"],  # the strict-timeout case waits this long, not 120 s
+        extra_args=("--hook-wait", "8"),  # the strict-timeout case waits this long, not 120 s
     ).start()
     proc.wait_leader()
     yield proc

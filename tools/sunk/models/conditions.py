@@ -109,6 +109,13 @@ DATABASE_UNAVAILABLE = Reason(
     (SLURMCLUSTER,),
     "the accounting database password Secret or key is missing, or MOCO is not installed",
 )
+KEY_MISSING = Reason(
+    "KeyMissing",
+    Health.DEGRADED,
+    (SLURMCLUSTER,),
+    "a key Secret the operator created and recorded in status.keys is gone; it is not "
+    "regenerated unless the sunk.coreweave.com/regenerate-keys annotation asks for it",
+)
 APPLY_FAILED = Reason(
     "ApplyFailed",
     Health.DEGRADED,
@@ -139,6 +146,7 @@ REASONS: tuple[Reason, ...] = (
     COMPONENT_READY,
     ALL_COMPONENTS_READY,
     DATABASE_UNAVAILABLE,
+    KEY_MISSING,
     APPLY_FAILED,
     RECONCILE_FAILED,
 )

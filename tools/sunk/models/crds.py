@@ -165,9 +165,33 @@ class SlurmClusterSpec(Strict):
         return self.syncs() and self.syncer.nodeLocking
 
 
+class KeyRecord(Strict):
+    secretName: str = Field(description="The Secret the operator created for the key.")
+    fingerprint: str = Field(
+        pattern=r"^[0-9a-f]{16}$",
+        description="First 16 hex digits of sha256 over the Secret's data as compact JSON "
+        "with sorted keys (`kubectl get secret NAME -o json | jq -jcS .data | sha256sum`).",
+    )
+
+
+class ClusterKeys(Strict):
+    munge: KeyRecord | None = Field(default=None, description="The munge key.")
+    jwt: KeyRecord | None = Field(default=None, description="The JWT signing key.")
+    sshHostKeys: KeyRecord | None = Field(default=None, description="The login SSH host keys.")
+    databasePassword: KeyRecord | None = Field(
+        default=None, description="The MariaDB password of slurmdbd."
+    )
+
+
 class SlurmClusterStatus(Strict):
     observedGeneration: int | None = Field(default=None, description="Last reconciled generation.")
     configHash: str | None = Field(default=None, description="Hash of the rendered Slurm files.")
+    keys: ClusterKeys = Field(
+        default_factory=ClusterKeys,
+        description="The key Secrets the operator created, with fingerprints. A recorded key "
+        "whose Secret is gone is reported (KeyMissing), not regenerated, unless the "
+        'annotation sunk.coreweave.com/regenerate-keys: "true" asks for it.',
+    )
     conditions: list[Condition] = Field(
         default_factory=list, description="Ready and per-component."
     )

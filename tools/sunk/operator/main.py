@@ -20,6 +20,13 @@ from sunk.operator.leader import LeaderElector, identity
 from sunk.syncer.hook import Locker, hook_app
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sunk-operator", description="The open SUNK operator.")
     p.add_argument("--version", action="version", version=f"sunk-operator {__version__}")
@@ -59,6 +66,13 @@ def parser() -> argparse.ArgumentParser:
         target.add_argument("--leader-election-namespace", default="sunk")
         target.add_argument("--no-leader-election", action="store_true")
         target.add_argument(
+            "--resync-seconds",
+            type=_seconds,
+            default=runtime.RESYNC_SECONDS,
+            help="every object is reconciled again this often, changed or not "
+            f"(default {runtime.RESYNC_SECONDS})",
+        )
+        target.add_argument(
             "--namespace",
             action="append",
             default=[],
@@ -75,9 +89,12 @@ def parser() -> argparse.ArgumentParser:
 async def serve(args: argparse.Namespace) -> None:
     config = KubeConfig.load(args.kubeconfig)
     kube = Kube(config)
-    hook_url = args.hook_url if args.hook_port else ""
     rt = runtime.Runtime(
-        config=config, kube=kube, namespaces=tuple(args.namespace), hook_url=hook_url
+        config=config,
+        kube=kube,
+        namespaces=tuple(args.namespace),
+        resync_seconds=args.resync_seconds,
+        hook_url=args.hook_url if args.hook_port else "",
     )
     runtime.RUNTIME = rt
     runner = web.AppRunner(runtime.health_app(rt))

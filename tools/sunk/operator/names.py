@@ -22,6 +22,9 @@ ANN_REMOVAL = f"{GROUP}/removal"
 ANN_REMOVAL_SINCE = f"{GROUP}/removal-since"
 # Held on a NodeSet while its Pods are removed safely after the NodeSet was deleted.
 FINALIZER_SAFE_REMOVAL = f"{GROUP}/safe-removal"
+# Set to "true" on a SlurmCluster by a user: make the key Secrets that were recorded in
+# status.keys and have disappeared again. The operator removes it once it has acted.
+ANN_REGENERATE_KEYS = f"{GROUP}/regenerate-keys"
 LOCK_TAINT = f"{GROUP}/lock"
 LOCK_TOLERATION = {"key": LOCK_TAINT, "operator": "Exists", "effect": "NoExecute"}
 

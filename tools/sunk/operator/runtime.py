@@ -54,6 +54,8 @@ class Runtime:
     # One Syncer per SlurmCluster (namespace, name).
     syncers: dict[tuple[str, str], RunningSyncer] = field(default_factory=dict)
     cluster_generations: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    # What no watch reports (a deleted key Secret, say) is seen at the next resync.
+    resync_seconds: float = RESYNC_SECONDS
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -203,15 +205,15 @@ class Runtime:
                 self.enqueue(kind, item["metadata"]["namespace"], item["metadata"]["name"])
 
     async def resync_forever(self) -> None:
-        """Every RESYNC_SECONDS, every object is reconciled again; a failed LIST (API server
-        restarting, a timeout) is logged and tried again at the next round."""
+        """Every ``resync_seconds``, every object is reconciled again; a failed LIST (API
+        server restarting, a timeout) is logged and tried again at the next round."""
         while True:
             try:
                 await self.enqueue_all()
             except Exception:
                 self.metrics.errors["resync"] += 1
-                log.exception("resync failed; trying again in %ss", RESYNC_SECONDS)
-            await asyncio.sleep(RESYNC_SECONDS)
+                log.exception("resync failed; trying again in %ss", self.resync_seconds)
+            await asyncio.sleep(self.resync_seconds)
 
 
 RUNTIME: Runtime | None = None

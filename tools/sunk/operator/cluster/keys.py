@@ -1,4 +1,5 @@
-"""Key material made once per cluster and kept in Secrets (never regenerated)."""
+"""Key material made once per cluster and kept in Secrets (made again only on request: see
+``keyguard``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,14 @@
-"""Reconcile one SlurmCluster: keys, rendered configuration, control-plane workloads, status."""
+"""Reconcile one SlurmCluster: keys, rendered configuration, control-plane workloads, status.
+
+Keys come first: a recorded key whose Secret is gone stops the reconcile at Ready=False
+KeyMissing (one Event), and nothing is regenerated unless the regenerate-keys annotation asks
+(``keyguard``)."""
 
 from __future__ import annotations
 
 import base64
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,9 +17,9 @@ from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names
 from sunk.operator.apply import create_once, ensure
-from sunk.operator.cluster import keys
+from sunk.operator.cluster import keyguard, keys
 from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
-from sunk.operator.events import emit_on_change
+from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.slurmconf import (
     ClusterInputs,
@@ -27,30 +32,79 @@ from sunk.slurmconf import (
 
 log = logging.getLogger("sunk.operator.cluster")
 MOCO_CRD = "mysqlclusters.moco.cybozu.com"
+# Event reasons (Events only, no condition carries them).
+KEYS_REGENERATED = "KeysRegenerated"
+KEY_CHANGED = "KeyChanged"
 
 
-async def ensure_keys(kube: Kube, name: str, ns: str, spec: SlurmClusterSpec) -> tuple[str, str]:
+@dataclass(frozen=True)
+class KeyState:
+    """The keys step's outcome: the Secrets the cluster uses, ``status.keys``, and the
+    KeyMissing message when a recorded key is gone (empty otherwise)."""
+
+    munge: str
+    jwt: str
+    records: dict[str, dict[str, str]]
+    missing: str = ""
+
+
+async def ensure_keys(kube: Kube, body: dict[str, Any], spec: SlurmClusterSpec) -> KeyState:
+    """Create the key Secrets a new cluster needs; report, never remake, one that was recorded
+    and is gone, unless the regenerate-keys annotation asks for it. New records are written
+    to ``status.keys`` (and into ``body``) before anything else happens, and the annotation
+    is then removed."""
+    meta = body["metadata"]
+    ns = meta["namespace"]
     key_labels = {names.LABEL_CLUSTER: spec.clusterName, names.LABEL_MANAGED_BY: names.MANAGER}
-    munge = names.munge_secret_of(spec)
-    jwt = names.jwt_secret_of(spec)
-    if not spec.munge.existingSecret:
-        await create_once(kube, keys.secret(munge, ns, keys.munge_key(), key_labels))
-    if not spec.jwt.existingSecret:
-        await create_once(kube, keys.secret(jwt, ns, keys.jwt_key(), key_labels))
-    if spec.login.enabled:
-        await create_once(
-            kube,
-            keys.secret(
-                names.hostkeys_secret(spec.clusterName), ns, keys.ssh_host_keys(), key_labels
-            ),
+    wanted = keyguard.slots(spec)
+    live = {}
+    for slot in wanted:
+        secret = await kube.get(path_for("v1", "secrets", ns, slot.secret))
+        live[slot.secret] = None if secret is None else (secret.get("data") or {})
+    regenerate = keyguard.regenerate_requested(meta.get("annotations"))
+    recorded = (body.get("status") or {}).get("keys") or {}
+    plan = keyguard.plan_keys(wanted, recorded, live, regenerate)
+    records = dict(plan.records)
+    renewed = []
+    for slot in plan.create:
+        data = slot.generate()
+        if not await create_once(kube, keys.secret(slot.secret, ns, data, key_labels)):
+            existing = await kube.get(path_for("v1", "secrets", ns, slot.secret))
+            data = (existing or {}).get("data") or {}  # created meanwhile: that one counts
+        records[slot.field] = keyguard.record(slot.secret, data)
+        if slot in plan.renewed:
+            renewed.append((slot, records[slot.field]["fingerprint"]))
+    changed = list(plan.changed)
+    if regenerate:
+        # Asked for new keys: a replaced one (say, made by an earlier pass that stopped before
+        # it recorded it) is accepted as regenerated.
+        renewed += [(slot, new) for slot, _, new in changed]
+        changed = []
+    if records != recorded:
+        await kube.merge_patch(
+            path_for(API_VERSION, "slurmclusters", ns, meta["name"], "status"),
+            {"status": {"keys": records}},
         )
-    db = spec.accounting.database
-    external = db.type == "external" or spec.accounting.external.enabled
-    if spec.accounting.enabled and not external and db.type == "mariadb":
-        await create_once(
-            kube, keys.secret(names.db_secret(spec.clusterName), ns, keys.db_password(), key_labels)
+        # What the rest of this pass compares against (and a failure report carries over).
+        body.setdefault("status", {})["keys"] = records
+    if renewed:
+        await emit(kube, body, KEYS_REGENERATED, keyguard.regenerated_message(renewed))
+    elif regenerate:
+        await emit(kube, body, KEYS_REGENERATED, keyguard.NOTHING_TO_REGENERATE, warning=False)
+    if changed:
+        await emit(kube, body, KEY_CHANGED, keyguard.changed_message(changed))
+    if regenerate:
+        # Spent once acted on, so it cannot remake a key that disappears later.
+        await kube.merge_patch(
+            path_for(API_VERSION, "slurmclusters", ns, meta["name"]),
+            {"metadata": {"annotations": {names.ANN_REGENERATE_KEYS: None}}},
         )
-    return munge, jwt
+    return KeyState(
+        names.munge_secret_of(spec),
+        names.jwt_secret_of(spec),
+        records,
+        keyguard.missing_message(plan) if plan.missing else "",
+    )
 
 
 async def database_password(
@@ -120,9 +174,6 @@ async def workload_ready(kube: Kube, obj: dict[str, Any]) -> bool:
 
 async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     """Returns the status written (or kept)."""
-    meta = body["metadata"]
-    ns, name = meta["namespace"], meta["name"]
-    problems: list[tuple[str, str]] = []
     try:
         spec = SlurmClusterSpec.model_validate(body["spec"])
     except ValidationError as exc:
@@ -130,10 +181,28 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
             kube,
             body,
             [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
-            None,
         )
+    keys_state = await ensure_keys(kube, body, spec)
+    if keys_state.missing:
+        # Nothing else changes until the key is restored or regenerated on request.
+        await emit_on_change(kube, body, reasons.KEY_MISSING.name, keys_state.missing)
+        return await _write_status(
+            kube,
+            body,
+            [conditions.condition("Ready", False, reasons.KEY_MISSING, keys_state.missing)],
+            keys=keys_state.records,
+        )
+    return await _reconcile_workloads(kube, body, spec, keys_state)
 
-    munge, jwt = await ensure_keys(kube, name, ns, spec)
+
+async def _reconcile_workloads(
+    kube: Kube, body: dict[str, Any], spec: SlurmClusterSpec, keys_state: KeyState
+) -> dict[str, Any]:
+    """Render the configuration, apply the control plane, report readiness."""
+    meta = body["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    munge, jwt = keys_state.munge, keys_state.jwt
+    problems: list[tuple[str, str]] = []
     nodesets = await cluster_nodesets(kube, ns, spec.clusterName)
     password, secret_ref, db_problem = (None, None, "")
     if spec.accounting.enabled:
@@ -161,7 +230,7 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
             kube,
             body,
             [conditions.condition("Ready", False, reasons.CONFIG_INVALID, str(exc))],
-            None,
+            keys=keys_state.records,
         )
 
     ctx = ClusterContext(name, ns, meta["uid"], spec, rendered, munge, jwt, secret_ref)
@@ -208,7 +277,7 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     )
     if db_problem:
         await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, db_problem)
-    return await _write_status(kube, body, conds, rendered.config_hash)
+    return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
 
 
 def objects_of(objects: list[dict[str, Any]], component: str) -> list[dict[str, Any]]:
@@ -221,8 +290,21 @@ def objects_of(objects: list[dict[str, Any]], component: str) -> list[dict[str, 
 
 
 async def _write_status(
-    kube: Kube, body: dict[str, Any], conds: list[dict[str, Any]], config_hash: str | None
+    kube: Kube,
+    body: dict[str, Any],
+    conds: list[dict[str, Any]],
+    config_hash: str | None = None,
+    keys: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    fields = {"configHash": config_hash} if config_hash else {}
+    """A path that renders nothing (or reads no keys) keeps the previous configHash (or
+    status.keys): the merge patch would keep them anyway, and leaving them out of the
+    comparison would make every reconcile write."""
+    old = body.get("status") or {}
+    fields: dict[str, Any] = {}
+    if config_hash or old.get("configHash"):
+        fields["configHash"] = config_hash or old["configHash"]
+    keys = old.get("keys") if keys is None else keys
+    if keys:
+        fields["keys"] = keys
     status, _ = await conditions.write_status(kube, body, "slurmclusters", fields, conds)
     return status
