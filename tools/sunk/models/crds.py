@@ -99,7 +99,7 @@ class SlurmClusterSpec(Strict):
     global_: Global = Field(
         default_factory=Global,
         alias="global",
-        description="Volumes and mounts added to every Slurm pod.",
+        description="Volumes and mounts added to the login and slurmd Pods.",
     )
     controller: Controller = Field(default_factory=Controller, description="slurmctld.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd.")
@@ -141,8 +141,9 @@ class PodTemplate(Strict):
         "Labels and annotations of the pods.", default_factory=dict
     )
     spec: dict[str, Any] = open_object(
-        "Pod spec (slurmd container `slurmd`); the operator adds "
-        "node pinning, munge and the lock toleration.",
+        "Pod spec (slurmd container `slurmd`); the operator adds node pinning, munge, the "
+        "lock toleration and the SlurmCluster's `global.volumes`/`volumeMounts` and "
+        "`compute.mounts` (an entry here with the same volume name or mountPath wins).",
         default_factory=dict,
     )
 

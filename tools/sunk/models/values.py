@@ -234,6 +234,15 @@ class Login(PodOptions):
         description="Optional PVC for user SSH keys; host keys live in an operator Secret.",
     )
     s6: dict[str, S6Service] = Field(default_factory=dict, description="s6 services on login pods.")
+    volumes: list[dict[str, Any]] = open_object(
+        "Extra login Pod volumes (raw); one named like a `global.volumes` entry replaces it.",
+        default_factory=list,
+    )
+    volumeMounts: list[dict[str, Any]] = open_object(
+        "Extra `sshd` mounts (raw); one at the mountPath of a `global.volumeMounts` entry "
+        "replaces it.",
+        default_factory=list,
+    )
 
 
 # --------------------------------------------------------------------------- compute
@@ -288,9 +297,15 @@ class NodeGroup(PodOptions):
         default=None, max_length=256, description="Extra keys for this group's own partition line."
     )
     s6: dict[str, S6Service] | None = Field(default=None, description="s6 services of the group.")
-    volumes: list[dict[str, Any]] | None = open_object("Extra pod volumes (raw).", default=None)
+    volumes: list[dict[str, Any]] | None = open_object(
+        "Extra slurmd Pod volumes (raw); one named like a `global.volumes` or `compute.mounts` "
+        "entry replaces it.",
+        default=None,
+    )
     volumeMounts: list[dict[str, Any]] | None = open_object(
-        "Extra slurmd mounts (raw).", default=None
+        "Extra `slurmd` mounts (raw); one at the mountPath of a `global.volumeMounts` or "
+        "`compute.mounts` entry replaces it.",
+        default=None,
     )
     podNamePrefix: str | None = Field(
         default=None,
@@ -427,7 +442,11 @@ class Jwt(KeySecret):
 
 
 class Munge(KeySecret):
-    resources: Resources | None = Field(default=None, description="munge sidecar resources.")
+    resources: Resources | None = Field(
+        default=None,
+        description="Resources of the munge sidecar in every Slurm Pod (login, slurmd, "
+        "controller, accounting, rest); default requests cpu 10m, memory 16Mi, limit 64Mi.",
+    )
 
 
 class Syncer(Strict):
@@ -512,10 +531,14 @@ class Global(Strict):
     )
     affinity: dict[str, Any] | None = open_object("Affinity for control-plane pods.", default=None)
     volumes: list[dict[str, Any]] = open_object(
-        "Volumes added to every Slurm pod.", default_factory=list
+        "Volumes (raw) added to the login and slurmd Pods, e.g. a shared /home; not to "
+        "slurmctld, slurmdbd or slurmrestd. A login or group volume of the same name wins.",
+        default_factory=list,
     )
     volumeMounts: list[dict[str, Any]] = open_object(
-        "Mounts added to every Slurm container.", default_factory=list
+        "Mounts (raw) added to the `sshd` (login) and `slurmd` containers. A login or group "
+        "mount at the same mountPath wins.",
+        default_factory=list,
     )
 
 
