@@ -719,3 +719,125 @@ def test_without_slurm_state_a_removal_waits_for_the_grace_period(
     expired = [e for e in events if e["reason"] == "RemovalGraceExpired"]
     assert {e["involvedObject"]["name"] for e in expired} == {"wait"}
     assert len(expired) == 2
+
+
+def test_shared_volumes_reach_the_stored_login_and_slurmd_pods_and_a_change_rolls_them(
+    operator, kube, control_plane, op_namespaces
+):
+    """global.volumes/volumeMounts as the API server stores them: on the login StatefulSet's
+    `sshd` and on each slurmd Pod's `slurmd` (a group's own volume of the same name wins),
+    munge.resources on the sidecars; a change to global.volumes rolls the slurmd Pods, and
+    a mount naming no volume is ConfigInvalid on the NodeSet and LoginReady."""
+    ns = op_namespaces[1]
+    pool = f"v{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 2, third=10)
+    home = {"name": "home", "hostPath": {"path": "/srv/home", "type": "DirectoryOrCreate"}}
+    munge = {"requests": {"cpu": "20m", "memory": "24Mi"}, "limits": {"memory": "96Mi"}}
+    body = cluster_body(
+        "vol",
+        **NO_SYNCER,
+        munge={"resources": munge},
+        **{"global": {"volumes": [home], "volumeMounts": [{"name": "home", "mountPath": "/home"}]}},
+    )
+    body["spec"]["login"]["volumes"] = [{"name": "tools", "emptyDir": {}}]
+    body["spec"]["login"]["volumeMounts"] = [{"name": "tools", "mountPath": "/opt/tools"}]
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", body)
+    nodeset = nodeset_body("vol", "vol", pool)
+    scratch = {"name": "scratch", "emptyDir": {}}
+    nodeset["spec"]["template"]["spec"]["volumes"] = [scratch]
+    nodeset["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "scratch", "mountPath": "/scratch"}
+    ]
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset)
+
+    login = control_plane.wait_for(
+        lambda: kube.get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/vol-login"), 60, "login"
+    )
+    spec = login["spec"]["template"]["spec"]
+    sshd = next(c for c in spec["containers"] if c["name"] == "sshd")
+    assert home in spec["volumes"] and {"name": "tools", "emptyDir": {}} in spec["volumes"]
+    assert {"name": "home", "mountPath": "/home"} in sshd["volumeMounts"]
+    assert {"name": "tools", "mountPath": "/opt/tools"} in sshd["volumeMounts"]
+    assert next(c for c in spec["containers"] if c["name"] == "munge")["resources"] == munge
+    for workload in ("statefulsets/vol-controller", "deployments/vol-rest"):
+        other = kube.get(f"/apis/apps/v1/namespaces/{ns}/{workload}")["spec"]["template"]["spec"]
+        assert "home" not in {v["name"] for v in other["volumes"]}, workload
+
+    def two_pods():
+        pods = pods_of(kube, ns, "vol")
+        return pods if len(pods) == 2 else None
+
+    pods = control_plane.wait_for(two_pods, 60, "2 slurmd pods")
+    for pod in pods:
+        slurmd = next(c for c in pod["spec"]["containers"] if c["name"] == "slurmd")
+        assert [v for v in pod["spec"]["volumes"] if v["name"] in ("home", "scratch")] == [
+            home,
+            scratch,
+        ]
+        assert slurmd["volumeMounts"][:2] == [
+            {"name": "home", "mountPath": "/home"},
+            {"name": "scratch", "mountPath": "/scratch"},
+        ]
+        munged = next(c for c in pod["spec"]["containers"] if c["name"] == "munge")
+        assert munged["resources"] == munge
+    old = {p["metadata"]["annotations"]["sunk.coreweave.com/template-hash"] for p in pods}
+
+    # A new global volume: every slurmd Pod is replaced by one that carries it.
+    data = {"name": "data", "emptyDir": {}}
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/vol",
+        {
+            "spec": {
+                "global": {
+                    "volumes": [home, data],
+                    "volumeMounts": [
+                        {"name": "home", "mountPath": "/home"},
+                        {"name": "data", "mountPath": "/data"},
+                    ],
+                }
+            }
+        },
+    )
+
+    def rolled():
+        pods = [p for p in pods_of(kube, ns, "vol") if not p["metadata"].get("deletionTimestamp")]
+        hashes = {p["metadata"]["annotations"]["sunk.coreweave.com/template-hash"] for p in pods}
+        return pods if len(pods) == 2 and not hashes & old else None
+
+    for pod in control_plane.wait_for(rolled, 120, "slurmd Pods replaced"):
+        assert data in pod["spec"]["volumes"]
+        slurmd = next(c for c in pod["spec"]["containers"] if c["name"] == "slurmd")
+        assert {"name": "data", "mountPath": "/data"} in slurmd["volumeMounts"]
+
+    # A global mount naming no volume: no Pod is built from it; both objects say where.
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/vol",
+        {"spec": {"global": {"volumeMounts": [{"name": "nope", "mountPath": "/nope"}]}}},
+    )
+
+    def invalid(kind, name, type_):
+        return next(
+            (
+                c
+                for c in status(kube, ns, kind, name).get("conditions", [])
+                if c["type"] == type_ and c["reason"] == "ConfigInvalid"
+            ),
+            None,
+        )
+
+    cond = control_plane.wait_for(lambda: invalid("nodesets", "vol", "Ready"), 60, "NodeSet")
+    assert (
+        "SlurmCluster vol spec.global.volumeMounts[0].name: mounts volume `nope`"
+        in (cond["message"])
+    )
+    cond = control_plane.wait_for(
+        lambda: invalid("slurmclusters", "vol", "LoginReady"), 60, "LoginReady"
+    )
+    assert "not declared in the login Pod" in cond["message"]
+    # the running login StatefulSet was left as it was
+    login = kube.get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/vol-login")
+    assert home in login["spec"]["template"]["spec"]["volumes"]
+    assert (
+        len([p for p in pods_of(kube, ns, "vol") if not p["metadata"].get("deletionTimestamp")])
+        == 2
+    )

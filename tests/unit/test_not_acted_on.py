@@ -93,7 +93,6 @@ READERS = {
     "compute.pyxis.remapRoot": r"\bremapRoot\b",
     "compute.pyxis.enrootConfig": r"\benrootConfig\b",
     "compute.pyxis.appArmorProfile": r"\bappArmorProfile\b",
-    "munge.resources": r"\bmunge\.resources\b",
 }
 # Read, but not for what the key promises (see their reasons), or open by design.
 NO_READER_CHECK = {"login.sshKeyVolume", "global.*"}

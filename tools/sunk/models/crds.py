@@ -72,18 +72,13 @@ INFORMATIONAL = (
 
 
 class ClusterGlobal(Global):
-    """`spec.global`: the operator reads `imageRegistry` and `affinity`."""
+    """`spec.global`: the operator reads `imageRegistry`, `affinity`, `volumes` and
+    `volumeMounts`."""
 
     imagePullSecrets: list[dict[str, str]] = Field(
         default_factory=list,
         description="Not acted on: the operator uses spec.imagePullSecrets (the slurm chart "
         "puts both values lists there).",
-    )
-    volumes: list[dict[str, Any]] = open_object(
-        f"Volumes of the slurmd pods. {INFORMATIONAL}", default_factory=list
-    )
-    volumeMounts: list[dict[str, Any]] = open_object(
-        f"Mounts of the slurmd containers. {INFORMATIONAL}", default_factory=list
     )
 
 
@@ -97,7 +92,9 @@ class SlurmClusterCompute(ClusterCompute):
         description=f"Pods unavailable at once during rolling updates. {INFORMATIONAL}",
     )
     mounts: list[Mount] = Field(
-        default_factory=list, description=f"PVC mounts on all groups. {INFORMATIONAL}"
+        default_factory=list,
+        description="PVC mounts on every group's slurmd Pods (the operator merges them in; a "
+        "group's own mount at the same path wins).",
     )
     partitions: list[Partition] = Field(
         default_factory=list,
@@ -137,8 +134,7 @@ class SlurmClusterSpec(Strict):
     global_: ClusterGlobal = Field(
         default_factory=ClusterGlobal,
         alias="global",
-        description="The image registry and the control-plane pods' default affinity; the "
-        "rest is informational.",
+        description="Volumes and mounts added to the login and slurmd Pods.",
     )
     controller: Controller = Field(default_factory=Controller, description="slurmctld.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd.")
@@ -212,8 +208,9 @@ class PodTemplate(Strict):
         "Labels and annotations of the pods.", default_factory=dict
     )
     spec: dict[str, Any] = open_object(
-        "Pod spec (slurmd container `slurmd`); the operator adds "
-        "node pinning, munge and the lock toleration.",
+        "Pod spec (slurmd container `slurmd`); the operator adds node pinning, munge, the "
+        "lock toleration and the SlurmCluster's `global.volumes`/`volumeMounts` and "
+        "`compute.mounts` (an entry here with the same volume name or mountPath wins).",
         default_factory=dict,
     )
 

@@ -73,10 +73,6 @@ TABLE: tuple[NotActedOn, ...] = (
     NotActedOn("compute.pyxis.enrootConfig", PYXIS_OPTIONS),
     NotActedOn("compute.pyxis.appArmorProfile", "no AppArmor profile is set on the compute pods"),
     NotActedOn(
-        "munge.resources",
-        "the munge sidecars have fixed resources (requests 10m CPU and 16Mi, limit 64Mi)",
-    ),
-    NotActedOn(
         "global.*",
         "`global` is open for parent charts; the slurm chart reads only `imageRegistry`, "
         "`imagePullSecrets`, `affinity`, `volumes` and `volumeMounts`",

@@ -239,6 +239,15 @@ class Login(PodOptions):
         "sshd does not read keys from there. Host keys live in an operator Secret.",
     )
     s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
+    volumes: list[dict[str, Any]] = open_object(
+        "Extra login Pod volumes (raw); one named like a `global.volumes` entry replaces it.",
+        default_factory=list,
+    )
+    volumeMounts: list[dict[str, Any]] = open_object(
+        "Extra `sshd` mounts (raw); one at the mountPath of a `global.volumeMounts` entry "
+        "replaces it.",
+        default_factory=list,
+    )
 
 
 # --------------------------------------------------------------------------- compute
@@ -293,9 +302,15 @@ class NodeGroup(PodOptions):
         default=None, max_length=256, description="Extra keys for this group's own partition line."
     )
     s6: dict[str, S6Service] | None = Field(default=None, description=S6_DESCRIPTION)
-    volumes: list[dict[str, Any]] | None = open_object("Extra pod volumes (raw).", default=None)
+    volumes: list[dict[str, Any]] | None = open_object(
+        "Extra slurmd Pod volumes (raw); one named like a `global.volumes` or `compute.mounts` "
+        "entry replaces it.",
+        default=None,
+    )
     volumeMounts: list[dict[str, Any]] | None = open_object(
-        "Extra slurmd mounts (raw).", default=None
+        "Extra `slurmd` mounts (raw); one at the mountPath of a `global.volumeMounts` or "
+        "`compute.mounts` entry replaces it.",
+        default=None,
     )
     podNamePrefix: str | None = Field(
         default=None,
@@ -451,7 +466,8 @@ class Jwt(KeySecret):
 class Munge(KeySecret):
     resources: Resources | None = Field(
         default=None,
-        description="munge sidecar resources. Not acted on yet: the sidecars have fixed ones.",
+        description="Resources of the munge sidecar in every Slurm Pod (login, slurmd, "
+        "controller, accounting, rest); default requests cpu 10m, memory 16Mi, limit 64Mi.",
     )
 
 
@@ -559,13 +575,13 @@ class Global(Strict):
     )
     affinity: dict[str, Any] | None = open_object("Affinity for control-plane pods.", default=None)
     volumes: list[dict[str, Any]] = open_object(
-        "Volumes added to every slurmd (compute) pod; control-plane and login pods do not get "
-        "them.",
+        "Volumes (raw) added to the login and slurmd Pods, e.g. a shared /home; not to "
+        "slurmctld, slurmdbd or slurmrestd. A login or group volume of the same name wins.",
         default_factory=list,
     )
     volumeMounts: list[dict[str, Any]] = open_object(
-        "Mounts added to every slurmd container; control-plane and login containers do not "
-        "get them.",
+        "Mounts (raw) added to the `sshd` (login) and `slurmd` containers. A login or group "
+        "mount at the same mountPath wins.",
         default_factory=list,
     )
 

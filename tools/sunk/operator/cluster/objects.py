@@ -7,12 +7,13 @@ is garbage-collected with it) — except what holds state: key Secrets (no owner
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
 from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import Image, PersistentStorage
-from sunk.operator import names
+from sunk.operator import names, shared_volumes
 from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
 from sunk.slurmconf import Endpoints, Rendered
 
@@ -93,11 +94,16 @@ def _pull_secrets(ctx: ClusterContext) -> list[dict[str, str]]:
 
 
 def munge_container(ctx: ClusterContext) -> dict[str, Any]:
+    """The munge sidecar of every control-plane Pod, sized by `munge.resources` (the slurmd
+    Pods' sidecar takes the same: sunk.operator.nodeset.pod)."""
+    resources = ctx.spec.munge.resources
     return {
         "name": "munge",
         "image": image_ref(ctx.spec.controller.image, ctx.spec.global_.imageRegistry),
         "args": ["munged"],
-        "resources": MUNGE_RESOURCES,
+        "resources": resources.model_dump(mode="json", exclude_none=True)
+        if resources is not None
+        else copy.deepcopy(MUNGE_RESOURCES),
         "volumeMounts": [
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
             {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
@@ -453,9 +459,15 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
 
 
 def login(ctx: ClusterContext) -> list[dict[str, Any]]:
+    """The login StatefulSet and its Services. `global.volumes`/`volumeMounts` under
+    `login.volumes`/`volumeMounts` (sunk.operator.shared_volumes) go on the `sshd` container;
+    raises VolumeConfigError when they cannot be merged."""
     opts = ctx.spec.login
     if not opts.enabled:
         return []
+    shared = shared_volumes.merge_login(ctx.spec, ctx.name)
+    if shared.problems:
+        raise shared_volumes.VolumeConfigError(shared.problems)
     name = names.login(ctx.cluster)
     container = _container(ctx, "sshd", opts, ["sshd"], 22)
     container["volumeMounts"].append(
@@ -467,6 +479,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
             "name": "host-keys",
             "secret": {"secretName": names.hostkeys_secret(ctx.cluster), "defaultMode": 0o400},
         },
+        *shared.volumes,
     ]
     pod = _pod_spec(ctx, opts, [container], volumes)
     statefulset: dict[str, Any] = {
@@ -485,6 +498,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     if opts.sshKeyVolume:
         statefulset["spec"]["volumeClaimTemplates"] = [volume_claim("ssh-keys", opts.sshKeyVolume)]
         container["volumeMounts"].append({"name": "ssh-keys", "mountPath": "/etc/ssh/user-keys"})
+    container["volumeMounts"] += shared.mounts
     svc = service(ctx, name, "login", [("ssh", opts.service.port)])
     svc["spec"]["ports"][0]["targetPort"] = 22
     svc["spec"]["type"] = opts.service.type
@@ -497,9 +511,16 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     return [statefulset, svc, service(ctx, f"{name}-pods", "login", [("ssh", 22)], headless=True)]
 
 
-def desired_objects(ctx: ClusterContext) -> list[dict[str, Any]]:
-    """Every owned control-plane object, in apply order."""
-    return [*config_maps(ctx), *controller(ctx), *accounting(ctx), *rest(ctx), *login(ctx)]
+def desired_objects(ctx: ClusterContext, with_login: bool = True) -> list[dict[str, Any]]:
+    """Every owned control-plane object, in apply order; ``with_login=False`` leaves the login
+    objects out (their volumes do not merge: the running ones are left as they are)."""
+    return [
+        *config_maps(ctx),
+        *controller(ctx),
+        *accounting(ctx),
+        *rest(ctx),
+        *(login(ctx) if with_login else []),
+    ]
 
 
 def slurmdbd_secret(ctx: ClusterContext) -> dict[str, Any] | None:

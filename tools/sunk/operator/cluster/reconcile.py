@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
-from sunk.operator import conditions, names
+from sunk.operator import conditions, names, shared_volumes
 from sunk.operator.apply import create_once, ensure
 from sunk.operator.cluster import keyguard, keys
 from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
@@ -234,7 +234,15 @@ async def _reconcile_workloads(
         )
 
     ctx = ClusterContext(name, ns, meta["uid"], spec, rendered, munge, jwt, secret_ref)
-    objects = desired_objects(ctx)
+    # Login volumes that cannot be merged: the login objects are left as they run, and
+    # LoginReady says why (the rest of the cluster is reconciled as usual).
+    login_problem = ""
+    if spec.login.enabled:
+        shared = shared_volumes.merge_login(spec, name)
+        if shared.problems:
+            login_problem = str(shared_volumes.VolumeConfigError(shared.problems))
+            await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, login_problem)
+    objects = desired_objects(ctx, with_login=not login_problem)
     if spec.accounting.enabled:
         dbd = slurmdbd_secret(ctx)
         if dbd is not None and password is not None:
@@ -261,6 +269,8 @@ async def _reconcile_workloads(
         message = ""
         if component == "Accounting" and db_problem:
             ready, reason, message = False, reasons.DATABASE_UNAVAILABLE, db_problem
+        if component == "Login" and login_problem:
+            ready, reason, message = False, reasons.CONFIG_INVALID, login_problem
         conds.append(conditions.condition(f"{component}Ready", ready, reason, message))
     for kind, message in problems:
         conds.append(

@@ -17,12 +17,13 @@ from sunk.operator import names
 from sunk.operator.nodeset.feasibility import evaluate, internal_ip
 from sunk.operator.nodeset.naming import pod_name
 from sunk.operator.nodeset.pod import (
-    MUNGE_RESOURCES,
     NODE_TOLERATIONS,
     PodContext,
     build_pod,
+    munge_resources,
     template_hash,
 )
+from sunk.operator.shared_volumes import VolumeConfigError
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.syncer.plan import SlurmNode
 
@@ -40,6 +41,9 @@ class Plan:
     status: dict[str, Any] = field(default_factory=dict)
     rolling: bool = False  # some Pods run an older template
     on_delete: bool = False  # …and only a deletion replaces them
+    # Volumes that do not merge into a Pod (sunk.operator.shared_volumes): no Pod is created
+    # or replaced, but scale-downs and removals go on, and the running Pods are left alone.
+    invalid: str | None = None
 
 
 def is_ready(pod: dict[str, Any]) -> bool:
@@ -129,7 +133,7 @@ def plan(
         "tolerations": tolerations,
         "containers": [
             *(pod_spec.get("containers") or []),
-            {"name": "munge", "resources": MUNGE_RESOURCES},
+            {"name": "munge", "resources": munge_resources(ctx)},
         ],
     }
     by_node = {_node_of(p): p for p in pods}
@@ -161,7 +165,10 @@ def plan(
         feasible.append(node)
 
     desired = len(feasible) if nodeset.spec.replicas is None else nodeset.spec.replicas
-    current_hash = template_hash(nodeset, ctx)
+    try:
+        current_hash: str | None = template_hash(nodeset, ctx)
+    except VolumeConfigError as exc:
+        current_hash, result.invalid = None, str(exc)
     feasible_names = {n["metadata"]["name"] for n in feasible}
 
     # Keep Nodes already hosting our pods first, the Pods last in removal order first; then
@@ -184,6 +191,8 @@ def plan(
     for node in chosen:
         node_name = node["metadata"]["name"]
         labels = node["metadata"].get("labels") or {}
+        if node_name not in by_node and result.invalid is not None:
+            continue  # no Pod to build: leave the Node unclaimed
         if labels.get(names.LABEL_NODESET) != nodeset.name:
             result.claim.append(node_name)
         if node_name not in by_node:
@@ -204,7 +213,8 @@ def plan(
     outdated = [
         p
         for p in kept
-        if (p["metadata"].get("annotations") or {}).get(names.ANN_TEMPLATE_HASH) != current_hash
+        if current_hash is not None  # without a template to replace them with: kept as they are
+        and (p["metadata"].get("annotations") or {}).get(names.ANN_TEMPLATE_HASH) != current_hash
     ]
     if nodeset.spec.updateStrategy.type == "RollingUpdate":
         unavailable = sum(1 for p in kept if not is_ready(p) or _marked(p)) + len(result.create)

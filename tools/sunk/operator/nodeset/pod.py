@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from sunk.operator import names
+from sunk.operator import names, shared_volumes
 from sunk.operator.hashing import stable_hash
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.registration import registration
@@ -37,6 +37,14 @@ class PodContext:
     epilog_config_map: str | None = None
     locking: bool = False  # jobs lock their Node: the Pod carries the hook's token and URL
     hook_url: str = ""  # the operator's lock hook (the Pod reads it from its annotation)
+    # The SlurmCluster's share of every slurmd Pod: global.volumes/volumeMounts and
+    # compute.mounts (`{name: <mountPath>, pvc}`), merged under the NodeSet's own template
+    # (sunk.operator.shared_volumes), and munge.resources for the munge sidecar.
+    cluster_name: str = ""  # the SlurmCluster's metadata.name, for messages
+    global_volumes: tuple[dict[str, Any], ...] = ()
+    global_mounts: tuple[dict[str, Any], ...] = ()
+    compute_mounts: tuple[dict[str, Any], ...] = ()
+    munge_resources: dict[str, Any] | None = None
 
     @property
     def hooked(self) -> bool:
@@ -48,14 +56,68 @@ HOOK_AUDIENCE = f"{names.GROUP}/hook"
 HOOK_TOKEN_SECONDS = 3600  # kubelet refreshes it at 80 %
 
 
+def munge_resources(ctx: PodContext) -> dict[str, Any]:
+    """The munge sidecar's resources: `munge.resources` when set, else ours."""
+    chosen = ctx.munge_resources if ctx.munge_resources is not None else MUNGE_RESOURCES
+    return copy.deepcopy(chosen)
+
+
+def effective_template(nodeset: NodeSetInput, ctx: PodContext | None = None) -> dict[str, Any]:
+    """The NodeSet's pod template with the cluster's volumes merged in (its own entries win,
+    matched by volume name and mount path). Raises VolumeConfigError on what cannot merge.
+
+    Keys the template does not have are only added when there is something to put there, so a
+    template without cluster volumes comes back unchanged (and hashes as before)."""
+    template = nodeset.spec.template.model_dump(mode="json")
+    spec = template.setdefault("spec", {})
+    containers = spec.get("containers") or []
+    slurmd = next((c for c in containers if c.get("name") == "slurmd"), None)
+    own_index = containers.index(slurmd) if slurmd is not None else 0
+    owner = f"NodeSet {nodeset.name}"
+    cluster = f"SlurmCluster {ctx.cluster_name or ctx.cluster}" if ctx else ""
+    layers = []
+    if ctx is not None:
+        layers = [
+            shared_volumes.global_layer(ctx.global_volumes, ctx.global_mounts, ("spec",), cluster),
+            shared_volumes.compute_mounts_layer(ctx.compute_mounts, ("spec",), cluster),
+        ]
+    layers.append(
+        shared_volumes.Layer(
+            spec.get("volumes") or [],
+            (slurmd or {}).get("volumeMounts") or [],
+            ("spec", "template", "spec", "volumes"),
+            ("spec", "template", "spec", "containers", own_index, "volumeMounts"),
+            owner=owner,
+        )
+    )
+    merged = shared_volumes.merge(layers, shared_volumes.SLURMD, f"the slurmd Pods of {owner}")
+    if merged.problems:
+        raise shared_volumes.VolumeConfigError(merged.problems)
+    # (empty merged lists mean the template had no entries either: nothing to write back)
+    if merged.volumes:
+        spec["volumes"] = merged.volumes
+    if merged.mounts and (slurmd is not None or not containers):
+        if slurmd is None:  # build_pod's default container
+            slurmd = {"name": "slurmd"}
+            spec["containers"] = [slurmd]
+        slurmd["volumeMounts"] = merged.mounts
+    return template
+
+
 def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
-    """Changes when the pods must be replaced (not on scaling or a new update strategy, nor
-    on a new hook URL, which reaches running Pods through their annotation)."""
+    """Changes when the pods must be replaced (not on scaling or a new update strategy): on
+    the NodeSet's spec and on the cluster's share of the Pod (``ctx``: shared volumes and
+    munge resources, node locking), which leaves the hash as it was while the cluster adds
+    nothing. A new hook URL reaches running Pods through their annotation: no new hash."""
     spec = nodeset.spec.model_dump(
         mode="json", exclude={"replicas", "maxUnavailable", "updateStrategy"}
     )
-    if ctx is not None and ctx.hooked:
-        spec = {"spec": spec, "locking": True}
+    if ctx is not None:
+        spec["template"] = effective_template(nodeset, ctx)
+        if ctx.munge_resources is not None:
+            spec["mungeResources"] = ctx.munge_resources
+        if ctx.hooked:
+            spec["locking"] = True
     return stable_hash(spec, 10)
 
 
@@ -91,7 +153,7 @@ def build_pod(
     pod_name: str,
     node_labels: dict[str, str],
 ) -> dict[str, Any]:
-    template = copy.deepcopy(nodeset.spec.template.model_dump(mode="json"))
+    template = effective_template(nodeset, ctx)
     spec: dict[str, Any] = template.get("spec") or {}
     meta = template.get("metadata") or {}
     labels = {
@@ -135,7 +197,7 @@ def build_pod(
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
             {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
         ],
-        "resources": copy.deepcopy(MUNGE_RESOURCES),
+        "resources": munge_resources(ctx),
     }
     spec["containers"] = [*containers, munge]
     spec["volumes"] = [

@@ -124,6 +124,36 @@ async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> Non
             raise
 
 
+def pod_context(
+    ns: str, cluster_name: str, cluster: SlurmClusterSpec, spec: NodeSetSpec, hook_url: str = ""
+) -> PodContext:
+    """What a NodeSet's slurmd Pods take from their SlurmCluster (``cluster_name`` is its
+    metadata.name)."""
+    resources = cluster.munge.resources
+    return PodContext(
+        namespace=ns,
+        cluster=cluster.clusterName,
+        controller_addr=Endpoints.for_cluster(cluster, ns).controller_addr,
+        reserved_memory=spec.reservedMemory
+        if spec.reservedMemory is not None
+        else cluster.compute.reservedMemory,
+        munge_secret=names.munge_secret_of(cluster),
+        controller_image=image_ref(cluster.controller.image, cluster.global_.imageRegistry),
+        config_map=names.config_map(cluster.clusterName),
+        prolog_config_map=cluster.scripts.prolog,
+        epilog_config_map=cluster.scripts.epilog,
+        locking=cluster.locks_nodes(),
+        hook_url=hook_url,
+        cluster_name=cluster_name,
+        global_volumes=tuple(cluster.global_.volumes),
+        global_mounts=tuple(cluster.global_.volumeMounts),
+        compute_mounts=tuple(m.model_dump(mode="json") for m in cluster.compute.mounts),
+        munge_resources=resources.model_dump(mode="json", exclude_none=True)
+        if resources is not None
+        else None,
+    )
+
+
 async def reconcile_nodeset(
     kube: Kube,
     body: dict[str, Any],
@@ -178,21 +208,7 @@ async def reconcile_nodeset(
             return body.get("status") or {}
     elif not deleting:
         await _set_finalizer(kube, body, True)
-    ctx = PodContext(
-        namespace=ns,
-        cluster=cluster.clusterName,
-        controller_addr=Endpoints.for_cluster(cluster, ns).controller_addr,
-        reserved_memory=spec.reservedMemory
-        if spec.reservedMemory is not None
-        else cluster.compute.reservedMemory,
-        munge_secret=names.munge_secret_of(cluster),
-        controller_image=image_ref(cluster.controller.image, cluster.global_.imageRegistry),
-        config_map=names.config_map(cluster.clusterName),
-        prolog_config_map=cluster.scripts.prolog,
-        epilog_config_map=cluster.scripts.epilog,
-        locking=cluster.locks_nodes(),
-        hook_url=hook_url,
-    )
+    ctx = pod_context(ns, cluster_obj["metadata"]["name"], cluster, spec, hook_url)
     nodes = await kube.list(path_for("v1", "nodes"))
     pods = await kube.list(path_for("v1", "pods", ns), f"{names.LABEL_NODESET}={name}")
     pods = [
@@ -253,6 +269,8 @@ async def reconcile_nodeset(
     if deleting and not pods:
         await _set_finalizer(kube, body, False)
         return result.status  # the NodeSet is gone now: no status to write
+    if result.invalid is not None:
+        await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, result.invalid)
     return await _write_status(kube, body, result.status, _conditions(result, steps, grace))
 
 
@@ -331,6 +349,8 @@ def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str
             f"{status['numberReady']}/{status['desiredNumberScheduled']} ready, "
             f"{status['numberFeasible']} feasible Nodes",
         )
+        if result.invalid is None
+        else conditions.condition("Ready", False, reasons.CONFIG_INVALID, result.invalid)
     ]
     if result.conflicts:
         detail = "; ".join(f"{n}: {why}" for n, why in sorted(result.conflicts.items()))
