@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,23 @@ from sunk.operator import names
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "minimal-cpu.yaml"
 CLUSTER = "minimal"
-PARTITIONS = """
+# One host directory on both real nodes (they share this host), mounted by global.volumes at
+# /shared on the login and slurmd Pods. (Production: NFS or a ReadWriteMany CSI volume.)
+SHARED_DIR = f"/tmp/sunk-e2e-shared-{uuid.uuid4().hex[:8]}"
+SHARED = f"""
+global:
+  volumes: [{{name: shared, hostPath: {{path: {SHARED_DIR}, type: DirectoryOrCreate}}}}]
+  volumeMounts: [{{name: shared, mountPath: /shared}}]
+"""
+PARTITIONS = (
+    SHARED
+    + """
 compute:
   partitions:
     - {name: batch, nodeSets: [ALL], default: true}
     - {name: short, nodeSets: [ALL], config: {MaxTime: "00:30:00"}}
 """
+)
 UPGRADED = PARTITIONS.replace('MaxTime: "00:30:00"', 'MaxTime: "00:20:00"')
 
 
@@ -91,6 +103,34 @@ def test_srun_spans_two_pods_on_two_nodes(slurm: SlurmDeployment):
     hostnames = sorted(out.split())
     pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
     assert hostnames == pods, (out, pods)
+
+
+def test_a_file_written_on_the_login_pod_is_read_by_srun_on_both_compute_nodes(
+    slurm: SlurmDeployment,
+):
+    """global.volumes/volumeMounts reach the login Pod and both slurmd Pods (and no
+    control-plane Pod): a file the login Pod writes to /shared, `srun -N2 cat` reads on each
+    compute node."""
+    shared = {"name": "shared", "hostPath": {"path": SHARED_DIR, "type": "DirectoryOrCreate"}}
+    login, compute = slurm.running_pods("login"), slurm.running_pods("compute")
+    assert login and len(compute) == 2, (login, compute)
+    for pod in login + compute:
+        assert shared in pod["spec"]["volumes"], pod["metadata"]["name"]
+    for pod in slurm.running_pods("controller"):
+        assert "shared" not in {v["name"] for v in pod["spec"]["volumes"]}
+    token = uuid.uuid4().hex
+    slurm.login("sh", "-c", f"echo {token} > /shared/from-login")
+    out = slurm.login(
+        "srun", "-N2", "--ntasks-per-node=1", "sh", "-c",
+        'echo "$(hostname) $(cat /shared/from-login)"', timeout=300,
+    )  # fmt: skip
+    pods = sorted(p["metadata"]["name"] for p in compute)
+    assert sorted(line.split() for line in out.splitlines() if line.strip()) == [
+        [pod, token] for pod in pods
+    ], out
+    # and plainly, as a user would: two nodes, the same file
+    out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "cat", "/shared/from-login")
+    assert out.split() == [token, token], out
 
 
 def test_slurmrestd_answers_a_jwt_through_its_service(slurm: SlurmDeployment):
