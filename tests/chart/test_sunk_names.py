@@ -16,9 +16,11 @@ DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # Services: RFC 1035 la
 SUFFIXES = {
     "Deployment": "-operator",
     "PodDisruptionBudget": "-operator",
-    "ServiceAccount": "-operator",
-    "ClusterRole": "-operator",
-    "ClusterRoleBinding": "-operator",
+    "ServiceAccount": ("-operator", "-operator-test"),
+    "ClusterRole": ("-operator", "-operator-test"),
+    "ClusterRoleBinding": ("-operator", "-operator-test"),
+    "Role": ("-operator-leader-election", "-operator-test"),
+    "RoleBinding": ("-operator-leader-election", "-operator-test"),
     "Service": ("-operator-metrics", "-operator-hook"),
     "Pod": "-operator-test",
     "DaemonSet": "-nvidia-device-plugin",
@@ -68,15 +70,20 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
 
     # The pieces still point at each other.
     (deploy,) = [d for (k, _), d in seen.items() if k == "Deployment"]
-    (account,) = [n for (k, n) in seen if k == "ServiceAccount"]
-    (binding,) = [d for (k, _), d in seen.items() if k == "ClusterRoleBinding"]
+    (account,) = [n for (k, n) in seen if k == "ServiceAccount" and n.endswith("-operator")]
+    (test_account,) = [n for (k, n) in seen if k == "ServiceAccount" and n != account]
     services = [d for (k, _), d in seen.items() if k == "Service"]
     assert len(services) == 2
     (test_pod,) = [d for (k, _), d in seen.items() if k == "Pod"]
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == account
-    assert binding["subjects"][0]["name"] == account
-    (role,) = [n for (k, n) in seen if k == "ClusterRole"]
-    assert binding["roleRef"]["name"] == role
+    assert test_pod["spec"]["serviceAccountName"] == test_account
+    bindings = [d for (k, _), d in seen.items() if k.endswith("RoleBinding")]
+    assert len(bindings) == 4
+    for binding in bindings:
+        role = binding["roleRef"]
+        assert (role["kind"], role["name"]) in seen
+        expected = test_account if role["name"].endswith("-operator-test") else account
+        assert binding["subjects"][0]["name"] == expected
     pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
     for service in services:
         assert service["spec"]["selector"].items() <= pod_labels.items()

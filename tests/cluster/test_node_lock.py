@@ -28,14 +28,13 @@ LOCK_KEY = "sunk.coreweave.com/lock"
 
 
 @pytest.fixture(scope="module")
-def operator(crds, control_plane, op_namespaces, tmp_path_factory) -> Iterator[OperatorProcess]:  # noqa: F811
-    proc = OperatorProcess(
-        control_plane.kubeconfig,
+def operator(chart_operator, op_namespaces, tmp_path_factory) -> Iterator[OperatorProcess]:  # noqa: F811
+    """The operator as the chart's ServiceAccount, with the chart's Roles in both namespaces."""
+    proc = chart_operator(
         op_namespaces,
         tmp_path_factory.mktemp("operator"),
-        op_namespaces[0],
-        extra_args=("--hook-wait", "8"),  # the strict-timeout case waits this long, not 120 s
-    ).start()
+        extra=["--hook-wait", "8"],  # the strict-timeout case waits this long, not 120 s
+    )
     proc.wait_leader()
     yield proc
     proc.kill(signal.SIGTERM)
@@ -125,10 +124,13 @@ def test_the_slurmd_pod_carries_the_hook(slurmd):
 
 
 def test_lock_evicts_bystanders_and_concurrent_jobs_share_the_lock(
-    slurmd, kube, operator, control_plane
+    slurmd, kube, operator, control_plane, namespace
 ):
+    """Bystanders go whatever their namespace: ``namespace`` is one the operator does not
+    watch (the chart's ClusterRole lets the hook list and evict Pods there, nothing more)."""
     ns, node, pod = slurmd
     web = bystander(kube, ns, node, "web-1")
+    elsewhere = bystander(kube, namespace, node, "web-2")
     token = token_for(kube, ns, pod)
     results: dict[str, tuple[int, dict]] = {}
 
@@ -143,8 +145,12 @@ def test_lock_evicts_bystanders_and_concurrent_jobs_share_the_lock(
     assert results["7"] == (200, {"node": node, "state": "locked"}), results
     assert results["8"][0] == 200, results
     assert node_lock(kube, node) == ("locked", "7,8", True)
-    gone = kube.get(f"/api/v1/namespaces/{ns}/pods/web-1", missing_ok=True)
-    assert gone is None or gone["metadata"]["uid"] != web["metadata"]["uid"]
+    for before in (web, elsewhere):
+        meta = before["metadata"]
+        gone = kube.get(
+            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", missing_ok=True
+        )
+        assert gone is None or gone["metadata"]["uid"] != meta["uid"], meta
     events = kube.list(f"/api/v1/namespaces/{ns}/events")
     assert any(e["reason"] == "SlurmNodeLocked" for e in events)
     control_plane.wait_for(
@@ -182,8 +188,13 @@ def test_a_strict_lock_fails_while_a_pod_cannot_leave(slurmd, kube, operator):
     assert node_lock(kube, node) == ("false", None, False)
 
 
-def test_the_hook_refuses_what_it_cannot_prove(slurmd, kube, operator, op_namespaces):  # noqa: F811
+def test_the_hook_refuses_what_it_cannot_prove(slurmd, kube, operator, op_namespaces, namespace):  # noqa: F811
     ns, node, pod = slurmd
+    # A Pod in a namespace the operator does not watch: refused before any read (the operator
+    # has no right to read Pods there).
+    outsider = bystander(kube, namespace, node, "outsider")
+    status, body = call(operator, "lock", token_for(kube, namespace, outsider), {"job": "1"})
+    assert status == 403 and "not watched" in body["error"], body
     assert call(operator, "lock", None, {"job": "1"})[0] == 401
     assert call(operator, "lock", "not-a-token", {"job": "1"})[0] == 401
     wrong_audience = token_for(kube, ns, pod, audience="https://kubernetes.default.svc")

@@ -32,13 +32,9 @@ def op_namespaces(kube, control_plane) -> Iterator[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def operator(crds, control_plane, op_namespaces, tmp_path_factory) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(
-        control_plane.kubeconfig,
-        op_namespaces,
-        tmp_path_factory.mktemp("operator"),
-        op_namespaces[0],
-    ).start()
+def operator(chart_operator, op_namespaces, tmp_path_factory) -> Iterator[OperatorProcess]:
+    """The operator as the chart's ServiceAccount, with the chart's Roles in both namespaces."""
+    proc = chart_operator(op_namespaces, tmp_path_factory.mktemp("operator"))
     proc.wait_leader()
     yield proc
     proc.kill(signal.SIGTERM)
@@ -527,7 +523,7 @@ def test_deleting_a_cluster_keeps_keys_and_controller_state(
 
 def test_two_replicas_never_both_lead(operator, control_plane, op_namespaces, tmp_path):
     standby = OperatorProcess(
-        control_plane.kubeconfig, op_namespaces, tmp_path, op_namespaces[0]
+        operator.kubeconfig, op_namespaces, tmp_path, operator.lease_namespace
     ).start()
     try:
         time.sleep(8)

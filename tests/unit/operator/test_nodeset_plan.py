@@ -209,6 +209,22 @@ def test_claim_by_a_deleted_nodeset_is_stale():
     assert result.claim == ["n0"]
 
 
+def test_claim_from_a_namespace_not_watched_is_kept():
+    """A namespaced operator lists NodeSets only where it watches: a claim from elsewhere may
+    be live, so the Node stays taken."""
+    other = node("n0", "10.1.0.1", {names.LABEL_NODESET: "cpu", names.LABEL_NAMESPACE: "other"})
+    result = plan(
+        nodeset(), OWNER, CTX, [other], [], live_nodesets={("ns", "gpu")}, seen_namespaces=("ns",)
+    )
+    assert result.conflicts == {"n0": "used by NodeSet other/cpu"}
+    assert result.claim == []
+    mine = node("n1", "10.1.0.2", {names.LABEL_NODESET: "gone", names.LABEL_NAMESPACE: "ns"})
+    result = plan(
+        nodeset(), OWNER, CTX, [mine], [], live_nodesets={("ns", "gpu")}, seen_namespaces=("ns",)
+    )
+    assert result.claim == ["n1"]
+
+
 def ready_pods(nodes, ns=None):
     pods = plan(ns or nodeset(), OWNER, CTX, nodes, []).create
     for index, pod in enumerate(pods):

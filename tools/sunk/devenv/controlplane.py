@@ -432,6 +432,10 @@ class ControlPlane:
     ``workdir``: where certificates, kubeconfigs, etcd data and logs go. Default: a fresh temp
     dir that ``stop()`` removes; a given ``workdir`` is kept (only its processes are stopped).
 
+    ``audit_policy``: an audit Policy (a mapping, as in ``audit.k8s.io/v1``); the API server
+    then writes the events it selects as JSON lines to ``audit_log``. ``apiserver_args``: more
+    kube-apiserver flags (e.g. ``--enable-admission-plugins=...``).
+
     ``netns`` (real nodes, ``sunk.devenv.nodes``): run every component inside that network
     namespace, the API server listening on all of its addresses and advertising ``advertise``
     (the address kubelets and Pods reach it at). Each component port is forwarded to the same
@@ -449,9 +453,13 @@ class ControlPlane:
         netns: str | None = None,
         advertise: str | None = None,
         socket_dir: Path | None = None,
+        audit_policy: Mapping[str, Any] | None = None,
+        apiserver_args: Iterable[str] = (),
     ) -> None:
         if (netns is None) != (advertise is None):
             raise ValueError("netns and advertise go together")
+        self.audit_policy = dict(audit_policy) if audit_policy is not None else None
+        self.apiserver_args = list(apiserver_args)
         self.netns = netns
         self.advertise = advertise
         self._socket_dir = socket_dir
@@ -476,6 +484,11 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         """The admin kubeconfig (user in group ``system:masters``)."""
         return self._dir / "admin.kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (JSON lines), written when ``audit_policy`` is given."""
+        return self._dir / "logs" / "audit.log"
 
     @property
     def server(self) -> str:
@@ -589,6 +602,19 @@ class ControlPlane:
                 "--advertise-address=127.0.0.1",
                 "--endpoint-reconciler-type=none",
             ]
+        audit = []
+        if self.audit_policy is not None:
+            policy = self._dir / "audit-policy.yaml"
+            policy.write_text(
+                yaml.safe_dump(
+                    {"apiVersion": "audit.k8s.io/v1", "kind": "Policy"} | self.audit_policy
+                )
+            )
+            audit = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
         self._spawn(
             "kube-apiserver",
             [
@@ -610,6 +636,8 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 f"--cert-dir={self._dir / 'apiserver-certs'}",
+                *audit,
+                *self.apiserver_args,
             ],
             port=p.apiserver,
         )
@@ -803,6 +831,42 @@ class ControlPlane:
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)
+
+    def token_kubeconfig(
+        self, namespace: str, account: str, path: Path, expiration_seconds: int = 6 * 3600
+    ) -> Path:
+        """A kubeconfig that authenticates as the ServiceAccount ``namespace/account`` (a
+        token from the TokenRequest API), to run a client with exactly the rights RBAC gives
+        it rather than as ``system:masters``."""
+        out = self.client.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration_seconds},
+            },
+        )
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "sunk-test",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.pki / "ca.crt"),
+                    },
+                }
+            ],
+            "users": [{"name": account, "user": {"token": out["status"]["token"]}}],
+            "contexts": [
+                {"name": "sunk-test", "context": {"cluster": "sunk-test", "user": account}}
+            ],
+            "current-context": "sunk-test",
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
 
     # nodes
     def create_node(

@@ -644,7 +644,7 @@ class ServiceAccount(Strict):
     name: str | None = Field(
         default=None,
         description="Its name (default: the operator's name); with `create: false`, an "
-        "existing ServiceAccount the ClusterRole is bound to.",
+        "existing ServiceAccount the operator's Roles are bound to.",
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
         max_length=253,
     )
@@ -724,7 +724,9 @@ class Operator(Strict):
         "Extra environment variables of the operator (raw EnvVar list).", default_factory=list
     )
     watchNamespaces: list[str] = Field(
-        default_factory=list, description="Namespaces to watch (empty: all)."
+        default_factory=list,
+        description="Namespaces to watch (empty: all). When set, the operator's rights on "
+        "namespaced objects are a Role in each of them instead of cluster-wide.",
     )
     metricsPort: int = Field(default=8080, ge=1, le=65535, description="Metrics port.")
     healthPort: int = Field(default=8081, ge=1, le=65535, description="Health probe port.")

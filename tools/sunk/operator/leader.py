@@ -87,6 +87,26 @@ class LeaderElector:
             raise
         return True
 
+    async def release(self) -> None:
+        """Give the lease up (a clean stop): the holder is cleared and the lease lasts 1 s, so
+        a standby takes it at its next try. Best effort: a failure leaves the lease to expire."""
+        try:
+            lease = await self.kube.get(self.path)
+            spec = (lease or {}).get("spec") or {}
+            if lease is None or spec.get("holderIdentity") != self.holder:
+                return
+            now = _stamp(datetime.now(UTC))
+            lease["spec"] = {
+                **spec,
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "renewTime": now,
+            }
+            await self.kube.request("PUT", self.path, lease)
+            log.info("leader election: %s released %s/%s", self.holder, self.namespace, self.name)
+        except (ApiError, OSError) as exc:
+            log.warning("leader election: could not release the lease: %s", exc)
+
     async def acquire(self) -> None:
         while not await self.try_acquire():
             await asyncio.sleep(2)

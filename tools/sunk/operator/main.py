@@ -103,15 +103,17 @@ async def serve(args: argparse.Namespace) -> None:
         await web.TCPSite(runner, args.health_host, port).start()
     # Every replica answers the hook (it is stateless: the Node holds the lock), so a job's
     # prolog does not wait for a leader election.
-    hook_runner = web.AppRunner(hook_app(Locker(kube, wait_seconds=args.hook_wait)))
+    locker = Locker(kube, wait_seconds=args.hook_wait, namespaces=tuple(args.namespace))
+    hook_runner = web.AppRunner(hook_app(locker))
     await hook_runner.setup()
     if args.hook_port:
         await web.TCPSite(hook_runner, args.health_host, args.hook_port).start()
-    elector = None
+    await runtime.wait_for_crds(kube)
+    elector, keeping = None, None
     if not args.no_leader_election:
         elector = LeaderElector(Kube(config), args.leader_election_namespace)
         await elector.acquire()
-        asyncio.get_running_loop().create_task(elector.keep())
+        keeping = asyncio.get_running_loop().create_task(elector.keep())
     rt.metrics.leader = 1
     try:
         await kopf.operator(
@@ -123,6 +125,13 @@ async def serve(args: argparse.Namespace) -> None:
             namespaces=list(args.namespace),
         )
     finally:
+        await rt.shutdown()
+        if elector is not None and keeping is not None:
+            # Stopped cleanly (SIGTERM): nothing reconciles any more, so the standby may take
+            # over now rather than when the lease runs out.
+            keeping.cancel()
+            await elector.release()
+            await elector.kube.close()
         await kube.close()
         await runner.cleanup()
         await hook_runner.cleanup()

@@ -84,6 +84,7 @@ class Runtime:
                     self.slurm_link,
                     lambda s: self.recheck(key, s),
                     hook_url=self.hook_url,
+                    namespaces=self.namespaces,
                 )
                 self.metrics.nodesets[(ns, name)] = status
         except Exception as exc:
@@ -162,6 +163,15 @@ class Runtime:
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)
 
+    async def shutdown(self) -> None:
+        """Stop reconciling: the workers and every Syncer (before the lease is given up)."""
+        if self.queue is not None:
+            await self.queue.stop()
+        tasks = [entry.task for entry in self.syncers.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def stop_syncer(self, ns: str, name: str) -> None:
         entry = self.syncers.pop((ns, name), None)
         if entry:
@@ -200,9 +210,13 @@ class Runtime:
                 self.enqueue(kind, ns, name)
 
     async def enqueue_all(self) -> None:
+        """Every SlurmCluster and NodeSet: listed across the cluster, or in each watched
+        namespace (the operator may have no right to list elsewhere)."""
+        scopes: tuple[str | None, ...] = self.namespaces or (None,)
         for kind, plural in (("SlurmCluster", "slurmclusters"), ("NodeSet", "nodesets")):
-            for item in await self.kube.list(path_for(API_VERSION, plural)):
-                self.enqueue(kind, item["metadata"]["namespace"], item["metadata"]["name"])
+            for ns in scopes:
+                for item in await self.kube.list(path_for(API_VERSION, plural, ns)):
+                    self.enqueue(kind, item["metadata"]["namespace"], item["metadata"]["name"])
 
     async def resync_forever(self) -> None:
         """Every ``resync_seconds``, every object is reconciled again; a failed LIST (API
@@ -237,9 +251,29 @@ def login(**_: object) -> kopf.ConnectionInfo:
     )
 
 
+async def wait_for_crds(kube: Kube, interval: float = 2.0) -> None:
+    """Until the API server serves our resources (the chart installs the CRDs with the
+    operator; kopf resolves its resources once, at start)."""
+    wanted = {"slurmclusters", "nodesets"}
+    logged = False
+    while True:
+        found = await kube.get(f"/apis/{API_VERSION}")  # discovery: no RBAC rule needed
+        served = {r.get("name") for r in (found or {}).get("resources") or []}
+        if wanted <= served:
+            return
+        if not logged:
+            log.info("waiting for the API server to serve %s", ", ".join(sorted(wanted - served)))
+            logged = True
+        await asyncio.sleep(interval)
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_: object) -> None:
     settings.posting.enabled = False  # our Events are written by the reconcilers, on change
+    # No observation of namespaces and CRDs: the namespaces are given by name and our
+    # resources are served before kopf starts (`wait_for_crds`), so the operator needs no
+    # right to list or watch either (least privilege; the chart grants none).
+    settings.scanning.disabled = True
     if not log.isEnabledFor(logging.DEBUG):
         # kopf logs every handler call at INFO: thousands per second with many Nodes.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)

@@ -46,8 +46,18 @@ class HookError(Exception):
 
 
 class Locker:
-    def __init__(self, kube: Kube, wait_seconds: float = WAIT_SECONDS, poll: float = 1.0):
+    """``namespaces``: the ones the operator watches (empty: all); a token from a Pod
+    elsewhere is refused before any read (the operator may have no right to read there)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        wait_seconds: float = WAIT_SECONDS,
+        poll: float = 1.0,
+        namespaces: tuple[str, ...] = (),
+    ):
         self.kube, self.wait_seconds, self.poll = kube, wait_seconds, poll
+        self.namespaces = namespaces
         self._node_guards: dict[str, asyncio.Lock] = {}
 
     # --- who is calling -------------------------------------------------------------------
@@ -74,6 +84,8 @@ class Locker:
         pod_name, pod_uid = (extra.get(POD_NAME) or [""])[0], (extra.get(POD_UID) or [""])[0]
         if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"] or not pod_name:
             raise HookError(401, "not a ServiceAccount token bound to a Pod")
+        if self.namespaces and parts[2] not in self.namespaces:
+            raise HookError(403, f"Pod {parts[2]}/{pod_name} is in a namespace not watched")
         pod = await self.kube.get(path_for("v1", "pods", parts[2], pod_name))
         if pod is None or pod["metadata"].get("uid") != pod_uid:
             raise HookError(401, f"Pod {parts[2]}/{pod_name} of this token is gone")

@@ -9,7 +9,7 @@ running; newest first within a class) and fills the per-state counts.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,10 +118,13 @@ def plan(
     pods: list[dict[str, Any]],
     live_nodesets: set[tuple[str, str]] | None = None,
     slurm: Mapping[str, SlurmNode] | None = None,
+    seen_namespaces: Collection[str] | None = None,
 ) -> Plan:
     """``live_nodesets`` (namespace, name): a Node claim by a NodeSet not in it is stale and
-    the Node free again; None counts every claim. ``slurm``: the Syncer's view of the Slurm
-    nodes by name, None without a Syncer."""
+    the Node free again; None counts every claim. ``seen_namespaces``: the namespaces
+    ``live_nodesets`` was read from (None: all); a claim from any other namespace counts, as
+    the operator cannot tell whether its NodeSet lives. ``slurm``: the Syncer's view of the
+    Slurm nodes by name, None without a Syncer."""
     result = Plan()
     pod_spec = nodeset.spec.template.spec
     # Feasibility is judged on the pod as it will run: with the tolerations every slurmd Pod
@@ -150,7 +153,11 @@ def plan(
             if owner_label == nodeset.name and owner_ns == ctx.namespace:
                 result.release.append(node_name)
             continue
-        stale = live_nodesets is not None and (owner_ns, owner_label) not in live_nodesets
+        stale = (
+            live_nodesets is not None
+            and (seen_namespaces is None or owner_ns in seen_namespaces)
+            and (owner_ns, owner_label) not in live_nodesets
+        )
         if owner_label and not stale and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
             result.conflicts[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
             continue

@@ -160,10 +160,12 @@ async def reconcile_nodeset(
     link_for: LinkFor = _no_link,
     recheck: Callable[[float], None] | None = None,
     hook_url: str = "",
+    namespaces: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """``link_for`` finds the cluster's Syncer; ``recheck(seconds)`` asks for another
     reconcile when a removal's grace period runs out; ``hook_url`` is the operator's lock
-    hook, given to the Pods when their cluster locks nodes."""
+    hook, given to the Pods when their cluster locks nodes; ``namespaces`` are the ones the
+    operator watches (empty: all), the only ones it may read NodeSets in."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     deleting = bool(meta.get("deletionTimestamp"))
@@ -218,17 +220,18 @@ async def reconcile_nodeset(
     ]
     live = {
         (i["metadata"]["namespace"], i["metadata"]["name"])
-        for i in await kube.list(path_for(API_VERSION, "nodesets"))
+        for path in _nodeset_lists(namespaces)
+        for i in await kube.list(path)
     }
     try:
-        result = plan(nodeset, body, ctx, nodes, pods, live, view)
+        result = plan(nodeset, body, ctx, nodes, pods, live, view, namespaces or None)
         if link is not None and view is not None and _new_removals(result, pods):
             # Which Pods to remove is chosen on Slurm state read now: a job may have started
             # since the Syncer's last pass.
             fresh = await link.read_now()
             if fresh is not None:
                 view = fresh
-                result = plan(nodeset, body, ctx, nodes, pods, live, view)
+                result = plan(nodeset, body, ctx, nodes, pods, live, view, namespaces or None)
     except (SizingError, UnsafeConfigError) as exc:  # a registration Slurm cannot take
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
@@ -272,6 +275,14 @@ async def reconcile_nodeset(
     if result.invalid is not None:
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, result.invalid)
     return await _write_status(kube, body, result.status, _conditions(result, steps, grace))
+
+
+def _nodeset_lists(namespaces: tuple[str, ...]) -> list[str]:
+    """Where to list NodeSets: every namespace, or each watched one (a namespaced operator
+    may not list across the cluster)."""
+    if not namespaces:
+        return [path_for(API_VERSION, "nodesets")]
+    return [path_for(API_VERSION, "nodesets", ns) for ns in namespaces]
 
 
 async def _forget(link: SlurmLink, node: str) -> None:
