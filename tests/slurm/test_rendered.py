@@ -13,7 +13,7 @@ import pytest
 from sunk.chartio.helm import Release, template
 from sunk.chartio.manifests import parse_release
 from sunk.devenv.slurm_runtime import SlurmRuntime
-from sunk.slurmconf import Endpoints, Placement, Rendered, render_all
+from sunk.slurmconf import Placement, Rendered, render_all
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -29,15 +29,8 @@ NODES = {
 
 def inputs_for(values: Path, rt: SlurmRuntime, placements=()):
     inputs = parse_release(template(Release(), [values])).cluster_inputs("tenant-slurm")
-    endpoints = Endpoints(
-        controller_host=rt.controller_host,
-        controller_addr=rt.controller_addr,
-        dbd_host=rt.accounting_host,
-        dbd_addr=rt.accounting_addr,
-        storage_host=rt.storage_host,
-    )
     return dataclasses.replace(
-        inputs, endpoints=endpoints, placements=tuple(placements), db_password=DB_PASSWORD
+        inputs, endpoints=rt.endpoints(), placements=tuple(placements), db_password=DB_PASSWORD
     )
 
 

@@ -34,6 +34,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -42,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sunk.devenv import slurm_rootfs
+from sunk.slurmconf import Endpoints
+from sunk.syncer.restd import API, USER, mint_token
 
 CONFIG_FILES = frozenset(
     {
@@ -157,6 +160,7 @@ class SlurmRuntime:
         self._uids: dict[str, tuple[int, int]] = {}
         self._reserved: dict[str, str] = {}
         self._slurmctld: _Daemon | None = None
+        self._jwt_key = secrets.token_bytes(64)
 
     # --- addresses the caller renders into its config ------------------------------------
 
@@ -187,6 +191,22 @@ class SlurmRuntime:
     @property
     def subnet(self) -> str:
         return str(self._net)
+
+    def endpoints(self) -> Endpoints:
+        """The renderer's :class:`~sunk.slurmconf.Endpoints` for this runtime's hosts."""
+        return Endpoints(
+            controller_host=self.controller_host,
+            controller_addr=self.controller_addr,
+            dbd_host=self.accounting_host,
+            dbd_addr=self.accounting_addr,
+            storage_host=self.storage_host,
+        )
+
+    @property
+    def jwt_key(self) -> bytes:
+        """The auth/jwt signing key installed at ``/etc/slurm/jwt/jwt.key`` (what a
+        SlurmCluster's JWT Secret holds): tokens signed with it pass slurmctld's auth/jwt."""
+        return self._jwt_key
 
     def node_addr(self, name: str) -> str:
         """The address node ``name`` has (allocated on first use, stable for the run)."""
@@ -238,7 +258,7 @@ class SlurmRuntime:
             self._setup_network()
             self.write_files(files)
             self._install_munge_key(munge_key or secrets.token_bytes(128))
-            self._install_jwt_key(secrets.token_bytes(64))
+            self._install_jwt_key(self._jwt_key)
             self._write_hosts()
             self._start_munged()
             if self._accounting:
@@ -382,7 +402,9 @@ class SlurmRuntime:
                 os.chown(tmp, *slurm)
                 tmp.chmod(0o600)
             else:
-                tmp.chmod(0o644)
+                # Scripts (prolog.sh, epilog.sh, sunk-lock.sh) executable, as the operator
+                # mounts its dispatchers (defaultMode 0755): slurmd runs them directly.
+                tmp.chmod(0o755 if name.endswith(".sh") else 0o644)
             tmp.replace(path)
 
     def read_file(self, path: str) -> str:
@@ -655,6 +677,35 @@ class SlurmRuntime:
 
         self._wait("slurmctld", probe, d, None)
 
+    def start_restd(self, *, user: str = "nobody", timeout: float | None = None) -> str:
+        """Start slurmrestd (``openapi/slurmctld``, JWT auth) in the controller's namespaces,
+        listening on a unix socket; returns ``unix:<host path of the socket>``, the URL
+        :class:`sunk.syncer.restd.Slurmrestd` takes. Needs a slurm.conf with
+        ``AuthAltTypes=auth/jwt`` (rendered when ``jwt.enabled``). slurmrestd refuses to run
+        as root or SlurmUser, hence ``user``. Ready once a token signed with :attr:`jwt_key`
+        gets an answer from slurmctld through it (``GET .../ping``)."""
+        assert self.root is not None, "start() first"
+        uid, gid = self._ids(user)
+        run_dir = self.root / "run/slurmrestd"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        os.chown(run_dir, uid, gid)
+        sock = run_dir / "slurmrestd.sock"
+        sock.unlink(missing_ok=True)
+        d = self._spawn(
+            "slurmrestd", self.ctl_netns, self.controller_host,
+            [
+                "env", "SLURM_JWT=daemon", "/usr/sbin/slurmrestd", "-a", "rest_auth/jwt",
+                "-s", "openapi/slurmctld", f"unix:{sock.relative_to(self.root).as_posix()}",
+            ],
+            user=f"{uid}:{gid}",
+        )  # fmt: skip
+
+        def probe():
+            return _restd_ping(sock, self._jwt_key)
+
+        self._wait("slurmrestd", probe, d, timeout)
+        return f"unix:{sock}"
+
     def add_node(self, name: str, conf: str, gpus: int = 0, *, wait: bool = False) -> SlurmNode:
         """Start a dynamic configless slurmd named ``name`` with ``slurmd -Z --conf <conf>``.
 
@@ -811,6 +862,29 @@ def cleanup_stale(base: Path | str | None = None) -> list[Path]:
             shutil.rmtree(wd, ignore_errors=True)
             removed.append(wd)
     return removed
+
+
+def _restd_ping(sock: Path, key: bytes) -> tuple[bool, str]:
+    """``GET /slurm/v0.0.41/ping`` through slurmrestd's unix socket with a JWT for SlurmUser."""
+    if not sock.exists():
+        return False, f"{sock} does not exist yet"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(str(sock))
+            conn.sendall(
+                (
+                    f"GET {API}/ping HTTP/1.1\r\nHost: slurmrestd\r\nConnection: close\r\n"
+                    f"X-SLURM-USER-NAME: {USER}\r\nX-SLURM-USER-TOKEN: {mint_token(key)}\r\n\r\n"
+                ).encode()
+            )
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+    except OSError as exc:
+        return False, f"slurmrestd: {exc}"
+    head = answer.split(b"\r\n", 1)[0].decode(errors="replace")
+    return head.split()[1:2] == ["200"], head or "no answer"
 
 
 def _sql(value: str) -> str:

@@ -34,9 +34,24 @@ def mint_token(key: bytes, user: str = USER, lifespan: int = TOKEN_SECONDS) -> s
     return f"{header}.{claims}.{_b64(signature)}"
 
 
+def _error_text(error: dict[str, Any]) -> str:
+    """slurmrestd 24.11 puts what failed in ``description`` and why in ``error``: ``Failure to
+    update node x (Invalid node name specified)``; both, so :meth:`Slurmrestd.missing` sees
+    the cause."""
+    description, cause = error.get("description") or "", error.get("error") or ""
+    if cause in ("", "No error", description):
+        return description or cause
+    return f"{description} ({cause})" if description else cause
+
+
 class Slurmrestd:
+    """``url``: ``http://host:port`` (the rest Service) or ``unix:/path/to.sock`` (slurmrestd
+    listening on a unix socket, as the ``slurm`` test tier and the benchmark run it)."""
+
     def __init__(self, url: str, key: bytes, timeout: float = 10.0) -> None:
         self.url = url.rstrip("/")
+        self._socket = url.removeprefix("unix:") if url.startswith("unix:") else None
+        self._base = "http://slurmrestd" if self._socket else self.url
         self.key = key
         self.requests = 0
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -52,11 +67,12 @@ class Slurmrestd:
 
     async def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            connector = aiohttp.UnixConnector(path=self._socket) if self._socket else None
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         self.requests += 1
         try:
             async with self._session.request(
-                method, self.url + API + path, json=body, headers=self._headers()
+                method, self._base + API + path, json=body, headers=self._headers()
             ) as response:
                 text = await response.text()
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -67,12 +83,17 @@ class Slurmrestd:
             data = {}
         errors = data.get("errors") or []
         if response.status >= 400 or errors:
-            detail = "; ".join(e.get("description") or e.get("error") or "" for e in errors)
+            detail = "; ".join(map(_error_text, errors))
             raise SlurmApiError(f"{method} {path}: HTTP {response.status}: {detail or text[:300]}")
         return data
 
     async def nodes(self) -> list[dict[str, Any]]:
         return (await self._call("GET", "/nodes")).get("nodes") or []
+
+    async def node(self, name: str) -> dict[str, Any] | None:
+        """``GET /node/{name}``: one node (slurmrestd answers an error for an unknown one)."""
+        found = (await self._call("GET", f"/node/{name}")).get("nodes") or []
+        return found[0] if found else None
 
     async def drain(self, node: str, reason: str) -> None:
         await self._call("POST", f"/node/{node}", {"state": ["DRAIN"], "reason": reason})

@@ -1,0 +1,64 @@
+"""tools/bench/syncer_bench.py at a tiny size, so the benchmark cannot rot: it runs against the
+real slurmctld + slurmrestd and kube-apiserver, prints its tables, and the drains it times
+really happened. Figures are checked for what they count, never against a time limit."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sunk.devenv.controlplane import INSTALL_HINT, missing_binaries
+
+BENCH = Path(__file__).resolve().parents[2] / "tools/bench/syncer_bench.py"
+NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+@pytest.fixture(scope="module")
+def output(slurm_rootfs_path: Path) -> str:
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: run `{INSTALL_HINT}`")
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is needed for the control plane's certificates")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--nodes", "4", "--small", "2", "--steady", "10",
+         "--flips", "3"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_steady_state_rows_count_requests_and_no_writes(output: str) -> None:
+    rows = re.findall(r"^\s+(\d+)" + rf"\s+{NUMBER}" * 6 + r"\s*$", output, re.MULTILINE)
+    assert [int(r[0]) for r in rows] == [2, 4]
+    for _, window, rpcs, writes, passes, pass_ms, _cpu in rows:
+        assert float(window) > 0 and float(passes) > 0 and float(pass_ms) > 0
+        assert float(writes) == 0  # nothing changed: the Syncer wrote nothing to Kubernetes
+        # one read of the Slurm nodes per pass, plus the metrics reads
+        assert float(rpcs) > float(passes)
+    assert re.search(rf"^ratio 4/2 nodes: slurm_rpcs/min {NUMBER}, ", output, re.MULTILINE)
+
+
+def test_drains_and_resumes_were_timed(output: str) -> None:
+    assert "latency with 4 nodes (seconds, n=3 each)" in output
+    for label in ("Pod NotReady -> Slurm DRAIN (k8s:)", "Pod Ready -> Slurm drain removed"):
+        m = re.search(rf"^{re.escape(label)}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$", output, re.M)
+        assert m, output
+        p50, p95, worst = map(float, m.groups())
+        assert 0 < p50 <= p95 <= worst
+    m = re.search(
+        r"during the flips: 6 changes, (\d+) Syncer passes, (\d+) Slurm RPCs, "
+        r"(\d+) Kubernetes writes",
+        output,
+    )
+    assert m, output
+    passes, rpcs, writes = map(int, m.groups())
+    # Every change took a pass that read the nodes and wrote one drain or resume.
+    assert passes >= 6 and rpcs >= passes + 6
+    assert writes == 0  # Syncer drains of its own make no Pod or Node marks
