@@ -29,8 +29,9 @@ from sunk.validate.errors import ToolError, UsageError
 from sunk.validate.findings import SCHEMA, YAML, Report
 from sunk.validate.reporters import render_text
 
-# Findings that stop a render: unreadable YAML, schema errors, quantities out of range.
-REFUSED = (YAML, SCHEMA, "SUNK025")
+# Findings that stop a render: unreadable YAML, schema errors, quantities out of range, Lua
+# scripts the renderer would refuse (said here with the values file's line).
+REFUSED = (YAML, SCHEMA, "SUNK025", "SUNK028", "SUNK029")
 
 
 def input_errors(values: list[Path], set_values: list[str]) -> Report:
