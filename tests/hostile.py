@@ -27,6 +27,19 @@ LINE_BREAKERS = {
     "del": "x\x7fy",
     "vt": "x\x0bAuthType=auth/none",
 }
+# A Lua plugin script is a whole file: line feeds, tabs, `#`, quotes and backslashes are Lua;
+# what hides code from a reader is refused (sunk.slurmconf.guard.check_lua). The bidi control
+# passes the models' pattern (no RE2/Python escape for it): validate's SUNK029 and the renderer
+# refuse it.
+LUA_BREAKERS = {
+    "nul": "x = 1\x00",
+    "cr": "x = 1 -- note\ros.execute('id')",
+    "crlf": "x = 1\r\ny = 2",
+    "esc": "x = 1 -- \x1b[2K",
+    "del": "x = 1\x7f",
+    "vt": "x = 1\x0by = 2",
+    "bidi": "x = 1 -- \u202e",
+}
 # Where the text is split on whitespace (slurmd --conf, plugstack.conf, names), a space too.
 SPACE = {"space": "x AuthType=auth/none"}
 KEYS = {
@@ -222,8 +235,28 @@ KEY_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
 ]
 
 
+def _lua(spec: Any, field: str, text: str) -> None:
+    from sunk.models.values import LuaScript
+
+    _set(spec.slurmConfig, field, LuaScript.model_construct(script=text, configMap=None))
+
+
+LUA_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
+    (
+        f"{field}-script",
+        lambda p, field=field: {"slurmConfig": {field: {"script": p}}},
+        f"slurmConfig.{field}.script",
+        lambda s, n, p, field=field: _lua(s, field, p),
+    )
+    for field in ("jobSubmitLua", "cliFilterLua")
+]
+
+
 def cases() -> list[Case]:
     out = []
+    for carrier, build, path, inject in LUA_CARRIERS:
+        for name, payload in LUA_BREAKERS.items():
+            out.append(Case(f"{carrier}-{name}", build(payload), path, _bind(inject, payload)))
     for carrier, build, path, inject in QUOTED_CARRIERS:
         for name, payload in LINE_BREAKERS.items():
             out.append(Case(f"{carrier}-{name}", build(payload), path, _bind(inject, payload)))

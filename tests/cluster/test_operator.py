@@ -837,3 +837,75 @@ def test_shared_volumes_reach_the_stored_login_and_slurmd_pods_and_a_change_roll
         len([p for p in pods_of(kube, ns, "vol") if not p["metadata"].get("deletionTimestamp")])
         == 2
     )
+
+
+def test_lua_scripts_reach_their_configmap_and_mounts(
+    operator, kube, control_plane, op_namespaces, helm
+):
+    """examples/lua-plugins.yaml through the chart and the operator: the API server stores the
+    scripts' ConfigMap and the Pods' projections; a script Lua 5.1 would not load is refused
+    with its line, and what runs stays."""
+    import subprocess
+
+    ns = op_namespaces[1]
+    example = REPO / "examples/lua-plugins.yaml"
+    out = subprocess.run(
+        [helm, "template", "slurm", str(REPO / "charts/slurm"), "-n", ns, "-f", str(example)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (cluster,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "SlurmCluster"]
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster)
+    scripts = yaml.safe_load(example.read_text())["slurmConfig"]
+    lua = control_plane.wait_for(
+        lambda: kube.get(f"/api/v1/namespaces/{ns}/configmaps/lua-lua"), 60, "lua ConfigMap"
+    )
+    assert lua["data"] == {
+        "job_submit.lua": scripts["jobSubmitLua"]["script"],
+        "cli_filter.lua": scripts["cliFilterLua"]["script"],
+    }
+    config = kube.get(f"/api/v1/namespaces/{ns}/configmaps/lua-slurm-config")["data"]
+    assert "JobSubmitPlugins=lua\n" in config["slurm.conf"]
+
+    def projected(kind: str, name: str) -> dict[str, str]:
+        obj = control_plane.wait_for(
+            lambda: kube.get(f"/apis/apps/v1/namespaces/{ns}/{kind}/{name}"), 60, name
+        )
+        volumes = obj["spec"]["template"]["spec"]["volumes"]
+        (config_volume,) = [v for v in volumes if v["name"] == "slurm-config"]
+        return {
+            item["path"]: source["configMap"]["name"]
+            for source in config_volume["projected"]["sources"]
+            if "configMap" in source
+            for item in source["configMap"].get("items", [])
+        }
+
+    assert projected("statefulsets", "lua-controller") == {
+        "job_submit.lua": "lua-lua",
+        "cli_filter.lua": "lua-lua",
+    }
+    assert projected("statefulsets", "lua-login") == {"cli_filter.lua": "lua-lua"}
+    assert projected("deployments", "lua-rest") == {}
+
+    bad = scripts["jobSubmitLua"]["script"].replace("slurm.NO_VAL", "7 // 2", 1)
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/lua",
+        {"spec": {"slurmConfig": {"jobSubmitLua": {"script": bad}}}},
+    )
+    cond = control_plane.wait_for(
+        lambda: next(
+            (
+                c
+                for c in status(kube, ns, "slurmclusters", "lua").get("conditions", [])
+                if c["type"] == "Ready" and c.get("reason") == "ConfigInvalid"
+            ),
+            None,
+        ),
+        60,
+        "ConfigInvalid",
+    )
+    assert "job_submit.lua: slurmConfig.jobSubmitLua.script: line 2" in cond["message"]
+    assert "is not Lua 5.1" in cond["message"]
+    lua = kube.get(f"/api/v1/namespaces/{ns}/configmaps/lua-lua")
+    assert lua["data"]["job_submit.lua"] == scripts["jobSubmitLua"]["script"]

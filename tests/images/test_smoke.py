@@ -414,6 +414,21 @@ def test_every_slurm_image_carries_the_same_slurm(built_images):
     assert versions["slurmd"].split(":")[-1].startswith(f"{images.SLURM_VERSION}."), versions
 
 
+def test_the_lua_plugins_are_in_the_images_that_load_them(built_images):
+    # Debian's slurm-wlm-basic-plugins carries them (with liblua5.1-0); slurmctld, slurmd and
+    # slurm-client depend on it. slurmctld loads job_submit/lua; the clients cli_filter/lua.
+    wanted = {
+        "controller": {"job_submit_lua.so", "cli_filter_lua.so"},
+        "login": {"cli_filter_lua.so"},
+        "slurmd": {"cli_filter_lua.so"},
+    }
+    for name, plugins in wanted.items():
+        proc = sh("docker", "run", "--rm", "--network", "none", "--entrypoint", "dpkg-query",
+                  ref(name), "-L", "slurm-wlm-basic-plugins")  # fmt: skip
+        found = {line.rsplit("/", 1)[-1] for line in proc.stdout.split()}
+        assert plugins <= found, (name, plugins - found)
+
+
 def test_cuda_variant_is_slurmd_on_another_base(built_images, monkeypatch):
     """A per-CUDA slurmd is the same Dockerfile on another BASE_IMAGE. Without a registry the
     stand-in base is ours plus a marker where CUDA runtime images keep their libraries."""

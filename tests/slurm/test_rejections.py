@@ -68,3 +68,36 @@ def test_reserved_memory_over_the_limit_never_reaches_slurmd():
     endpoints = Endpoints("ctl", "127.0.0.1", "ctl", "127.0.0.1")
     with pytest.raises(RenderError, match="reservedMemory 4Gi leaves no memory for Slurm"):
         render_all(ClusterInputs(spec, (nodeset,), endpoints))
+
+
+JOB_SUBMIT_LUA_53 = """\
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if job_desc.min_nodes // 2 > 8 then
+    return slurm.ERROR
+  end
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+"""
+
+
+def test_job_submit_lua_that_lua_51_refuses(slurm_runtime: SlurmRuntime, slurm_config):
+    # Debian's Slurm embeds Lua 5.1: `//` does not load, and slurmctld exits at start (and at
+    # every `scontrol reconfigure`, which restarts it in 24.11).
+    files = slurm_config(slurm_runtime)
+    files["slurm.conf"] += "JobSubmitPlugins=lua\n"
+    files["job_submit.lua"] = JOB_SUBMIT_LUA_53
+    with pytest.raises(SlurmRuntimeError, match="failed to initialize job_submit plugin"):
+        slurm_runtime.start(files, munge_key=secrets.token_bytes(128))
+
+
+def test_renderer_refuses_a_job_submit_lua_that_would_not_load():
+    spec = SlurmClusterSpec.model_validate(
+        {"clusterName": "c", "slurmConfig": {"jobSubmitLua": {"script": JOB_SUBMIT_LUA_53}}}
+    )
+    endpoints = Endpoints("ctl", "127.0.0.1", "ctl", "127.0.0.1")
+    with pytest.raises(RenderError, match=r"jobSubmitLua\.script: line 2, column 25: `//`"):
+        render_all(ClusterInputs(spec, (), endpoints))

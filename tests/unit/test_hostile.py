@@ -19,7 +19,15 @@ from tests.hostile import LINE_BREAKERS, SPACE, cases
 
 CASES = cases()
 EP = Endpoints("ctl-0", "10.0.0.1", "dbd", "10.0.0.2")
-SLURM_FILES = ("slurm.conf", "cgroup.conf", "gres.conf", "slurmdbd.conf", "plugstack.conf")
+SLURM_FILES = (
+    "slurm.conf",
+    "cgroup.conf",
+    "gres.conf",
+    "slurmdbd.conf",
+    "plugstack.conf",
+    "job_submit.lua",
+    "cli_filter.lua",
+)
 
 
 def test_corpus_is_large_and_names_are_unique():

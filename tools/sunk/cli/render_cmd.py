@@ -19,8 +19,9 @@ from sunk.validate import validate as run_validate
 from sunk.validate.findings import SCHEMA, YAML, Report
 from sunk.validate.reporters import render_text
 
-# Findings that stop a render: unreadable YAML, schema errors, quantities out of range.
-REFUSED = (YAML, SCHEMA, "SUNK025")
+# Findings that stop a render: unreadable YAML, schema errors, quantities out of range, Lua
+# scripts the renderer would refuse (said here with the values file's line).
+REFUSED = (YAML, SCHEMA, "SUNK025", "SUNK029", "SUNK030")
 
 EPILOG = (
     "Exit codes: 0 rendered, 1 values refused (YAML, schema or range errors, or the Slurm "

@@ -87,6 +87,16 @@ SLURM_NAME = r"^[A-Za-z0-9_.-]+$"
 HOST = r"^[A-Za-z0-9_.:\[\]-]+$"
 MAX_CONF_VALUE = 4096
 
+# A Lua plugin script (job_submit.lua, cli_filter.lua): multi-line by nature, so line feeds and
+# tabs pass; every other C0 control character (NUL, CR, ESC …) and DEL is refused (why:
+# sunk.slurmconf.guard). The guard also refuses the Unicode bidirectional controls, which this
+# pattern cannot say: RE2 (the API server, Helm) and Python's `re` share no escape for them.
+LUA_TEXT = r"^[^\x00-\x08\x0b-\x1f\x7f]*$"
+MAX_LUA = 256 * 1024
+# Kubernetes object names (DNS-1123 subdomain) and ConfigMap keys.
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CONFIG_MAP_KEY = r"^[-._a-zA-Z0-9]+$"
+
 ConfKey = Annotated[str, Field(pattern=CONF_KEY, max_length=128)]
 ConfText = Annotated[str, Field(pattern=CONF_VALUE, max_length=MAX_CONF_VALUE)]
 ConfWord = Annotated[str, Field(pattern=CONF_WORD, max_length=MAX_CONF_VALUE)]

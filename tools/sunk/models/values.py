@@ -15,10 +15,14 @@ from sunk import __version__
 from sunk.models.base import (
     CONF_KEY,
     CONF_WORD,
+    CONFIG_MAP_KEY,
     DNS_LABEL,
+    DNS_SUBDOMAIN,
     HOST,
     INT32_MAX,
     INT64_MAX,
+    LUA_TEXT,
+    MAX_LUA,
     SLURM_CPUS_MAX,
     ConfKey,
     ConfText,
@@ -424,6 +428,57 @@ class Compute(ClusterCompute):
 # --------------------------------------------------------------------------- Slurm settings
 
 
+class LuaConfigMapRef(Strict):
+    name: str = Field(
+        description="ConfigMap in the cluster's namespace.",
+        pattern=DNS_SUBDOMAIN,
+        max_length=253,
+    )
+    key: str | None = Field(
+        default=None,
+        description="Key of the script in the ConfigMap (default: the file name, "
+        "`job_submit.lua` or `cli_filter.lua`).",
+        pattern=CONFIG_MAP_KEY,
+        max_length=253,
+    )
+
+
+LUA_SCRIPT_RULES = [
+    {
+        "rule": "!(has(self.script) && has(self.configMap))",
+        "message": "set either script or configMap, not both",
+    }
+]
+
+
+class LuaScript(Strict):
+    """A Slurm Lua plugin script: inline text, or a key of a ConfigMap."""
+
+    model_config = ConfigDict(json_schema_extra={"x-cel": LUA_SCRIPT_RULES})
+
+    script: str | None = Field(
+        default=None,
+        description="The script itself (checked by `sunkctl validate`; line feeds and tabs "
+        "are the only control characters allowed).",
+        min_length=1,
+        max_length=MAX_LUA,
+        pattern=LUA_TEXT,
+    )
+    configMap: LuaConfigMapRef | None = Field(
+        default=None, description="Or: a ConfigMap key holding the script (mounted as is)."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LuaScript:
+        if self.script is not None and self.configMap is not None:
+            raise ValueError("set either script or configMap, not both")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.script is not None or self.configMap is not None
+
+
 class SlurmConfig(Strict):
     """slurm.conf passthrough: any slurm.conf key (CamelCase) with a scalar or list value."""
 
@@ -447,6 +502,27 @@ class SlurmConfig(Strict):
     cgroupConfig: dict[ConfKey, ScalarOrList] = Field(
         default_factory=dict, max_length=256, description="cgroup.conf keys passed through."
     )
+    jobSubmitLua: LuaScript | None = Field(
+        default=None,
+        description="job_submit.lua: slurmctld runs it on every job submission and "
+        "modification (`JobSubmitPlugins=lua`).",
+    )
+    cliFilterLua: LuaScript | None = Field(
+        default=None,
+        description="cli_filter.lua: sbatch, srun and salloc run it on login Pods and in jobs "
+        "(`CliFilterPlugins=lua`).",
+    )
+
+    def lua(self) -> dict[str, LuaScript]:
+        """The Lua plugin scripts that are set: file name → script."""
+        out = {}
+        for name, script in (
+            ("job_submit.lua", self.jobSubmitLua),
+            ("cli_filter.lua", self.cliFilterLua),
+        ):
+            if script is not None and script.enabled:
+                out[name] = script
+        return out
 
 
 class KeySecret(Strict):

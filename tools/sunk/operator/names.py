@@ -57,6 +57,11 @@ def topology_map(cluster: str) -> str:
     return f"{cluster}-topology"
 
 
+def lua_map(cluster: str) -> str:
+    """The inline Lua plugin scripts (job_submit.lua, cli_filter.lua)."""
+    return f"{cluster}-lua"
+
+
 def munge_secret(cluster: str) -> str:
     return f"{cluster}-munge"
 

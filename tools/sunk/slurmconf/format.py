@@ -24,6 +24,8 @@ LIST_KEYS = frozenset(
         "GresTypes",
         "PrivateData",
         "SelectTypeParameters",
+        "JobSubmitPlugins",
+        "CliFilterPlugins",
     }
 )
 

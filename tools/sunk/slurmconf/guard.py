@@ -17,18 +17,40 @@ splits on whitespace without quotes) a space is refused too. Keys are CamelCase 
 
 The same rules are the patterns in the typed models (``CONF_KEY``, ``CONF_VALUE``,
 ``CONF_WORD``), so the values schema and the CRDs reject what this module rejects.
+
+Lua plugin scripts (``job_submit.lua``, run by slurmctld as SlurmUser on every submission, and
+``cli_filter.lua``, run by every sbatch/srun/salloc) are whole files, not values inside one:
+no Slurm parser splits them, so line feeds, ``#``, quotes and backslashes are ordinary Lua and
+pass. ``check_lua`` refuses what has no business in source code a reviewer must be able to read:
+
+- NUL and every other C0 control character but LF and tab (CR included: Lua reads a lone CR as
+  a line break, but a terminal or a diff shows it as nothing, or as text overwritten, so
+  ``-- note\\rdo_something()`` looks like a comment and is code; YAML block scalars never
+  produce one), and DEL;
+- the Unicode bidirectional controls (U+202A–U+202E, U+2066–U+2069): they reorder how a line
+  is displayed without changing what Lua parses ("Trojan Source");
+- more than ``MAX_LUA`` characters (256 KiB): the script travels in the SlurmCluster and a
+  ConfigMap (1 MiB each, with everything else) and slurmctld sends ``cli_filter.lua`` to every
+  configless client.
+
+Whether the text is valid Lua is `sunkctl validate`'s question (it parses it); the guard only
+keeps the text honest. The pattern ``LUA_TEXT`` in the models says the same except for the
+bidirectional controls (RE2 and Python's ``re`` share no escape for them, and the generated
+schemas should not carry the characters themselves): those are refused here only, so the
+operator reports ConfigInvalid and `sunkctl validate` a RENDER error.
 """
 
 from __future__ import annotations
 
 import re
 
-from sunk.models.base import CONF_KEY
+from sunk.models.base import CONF_KEY, MAX_LUA
 from sunk.models.base import MAX_CONF_VALUE as MAX_VALUE
 
 _KEY = re.compile(CONF_KEY)
 _BAD_VALUE = re.compile(r'[\x00-\x1f\x7f#"\\]')
 _SPACE = re.compile(" ")  # other whitespace is a control character, refused above
+_BAD_LUA = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 
 
 class UnsafeConfigError(ValueError):
@@ -69,6 +91,27 @@ def check_value(text: str, file: str, where: str, *, words: bool = False) -> str
         raise UnsafeConfigError(
             file, where, f"value {text[:60]!r} contains {_describe(bad.group(0))}"
         )
+    return text
+
+
+def check_lua(text: str, file: str, where: str) -> str:
+    """A Lua plugin script unchanged when it holds no hidden characters (see the module's
+    docstring); the error names the line and column."""
+    if len(text) > MAX_LUA:
+        raise UnsafeConfigError(file, where, f"script is longer than {MAX_LUA} characters")
+    if not text.strip():
+        raise UnsafeConfigError(file, where, "script is empty")
+    bad = _BAD_LUA.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        char = bad.group(0)
+        what = (
+            f"the bidirectional control U+{ord(char):04X} (reorders what a reader sees)"
+            if ord(char) > 0x7F
+            else _describe(char)
+        )
+        raise UnsafeConfigError(file, where, f"line {line}, column {column}: {what}")
     return text
 
 

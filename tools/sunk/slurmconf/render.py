@@ -10,6 +10,7 @@ from sunk.slurmconf.cgroup import render_cgroup_conf
 from sunk.slurmconf.gres import render_gres_conf
 from sunk.slurmconf.guard import UnsafeConfigError, check_value, find_key
 from sunk.slurmconf.inputs import ClusterInputs
+from sunk.slurmconf.lua import CLI_FILTER, JOB_SUBMIT, LuaError, render_lua
 from sunk.slurmconf.memory import SizingError
 from sunk.slurmconf.plugstack import render_plugstack_conf
 from sunk.slurmconf.registration import registration
@@ -18,8 +19,9 @@ from sunk.slurmconf.slurm_conf import render_slurm_conf
 from sunk.slurmconf.slurmdbd import render_slurmdbd_conf
 from sunk.slurmconf.topology import layout, render_topology_conf
 
-# Files a change of which needs no pod restart (`scontrol reconfigure` picks them up).
-HOT_RELOAD = frozenset({"topology.conf"})
+# Files a change of which needs no pod restart (`scontrol reconfigure` picks them up; the Lua
+# plugins reread their scripts by themselves, see sunk.slurmconf.lua).
+HOT_RELOAD = frozenset({"topology.conf", JOB_SUBMIT, CLI_FILTER})
 
 
 class RenderError(ValueError):
@@ -59,7 +61,7 @@ def render_all(inputs: ClusterInputs) -> Rendered:
     """Every file; a RenderError names the file and key of any input the guard refuses."""
     try:
         return _render_all(inputs)
-    except (SizingError, UnsafeConfigError, QuantityError) as exc:
+    except (SizingError, UnsafeConfigError, QuantityError, LuaError) as exc:
         raise RenderError(str(exc)) from exc
 
 
@@ -87,6 +89,7 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
         "gres.conf": render_gres_conf(nodesets),
         "plugstack.conf": render_plugstack_conf(spec.compute.pyxis),
     }
+    files.update(render_lua(spec.slurmConfig))
     if spec.compute.generateTopology:
         files["topology.conf"] = render_topology_conf(active, other, plugin)
     if spec.accounting.enabled:

@@ -51,7 +51,7 @@ OWNED_KEYS = frozenset(
 # Keys of a partition line the operator writes (the name and the member NodeSets).
 OWNED_PARTITION_KEYS = frozenset({"PartitionName", "Nodes"})
 # Keys of the passthrough map that are not slurm.conf keys.
-NOT_SLURM_KEYS = frozenset({"extraConfig", "cgroupConfig"})
+NOT_SLURM_KEYS = frozenset({"extraConfig", "cgroupConfig", "jobSubmitLua", "cliFilterLua"})
 FILE = "slurm.conf"
 # Slurm keeps node records in 32-bit counters; a bigger MaxNodeCount is not a cluster.
 MAX_NODE_COUNT = 2**31 - 1
@@ -111,6 +111,12 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         settings["Epilog"] = "/etc/slurm/epilog.sh"
     if spec.compute.pyxis.enabled:
         settings["PlugStackConfig"] = "/etc/slurm/plugstack.conf"
+    # The Lua plugins read job_submit.lua / cli_filter.lua beside slurm.conf (sunk.slurmconf.lua).
+    lua = spec.slurmConfig.lua()
+    if "job_submit.lua" in lua:
+        settings["JobSubmitPlugins"] = ["lua"]
+    if "cli_filter.lua" in lua:
+        settings["CliFilterPlugins"] = ["lua"]
     return settings
 
 

@@ -26,6 +26,7 @@ class Layer:
     file: str
     data: dict[str, Any]
     positions: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    blocks: dict[Path, int] = field(default_factory=dict)  # see yamlload.Document.blocks
 
 
 def merge_maps(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +76,15 @@ class Coalesced:
             return layer.file, line, column
         last = self.layers[-1]
         return last.file, None, None
+
+    def locate_text_line(self, path: Path, text_line: int) -> tuple[str, int | None, int | None]:
+        """Where line ``text_line`` (1-based) of the text at ``path`` is in its file: exact
+        for a literal block scalar (`key: |`), else the key's own position."""
+        file, line, column = self.locate(path)
+        index = self.origins.get(tuple(path))
+        if index is not None and tuple(path) in self.layers[index].blocks:
+            return file, self.layers[index].blocks[tuple(path)] + text_line - 1, None
+        return file, line, column
 
     def layer_of(self, path: Path) -> Layer:
         file = self.locate(path)[0]

@@ -158,7 +158,7 @@ class _Run:
             _DEFAULTS[key] = doc
         doc = _DEFAULTS[key]
         self.docs.setdefault(doc.file, doc)
-        return Layer(doc.file, doc.data, doc.positions)
+        return Layer(doc.file, doc.data, doc.positions, doc.blocks)
 
     # -- one release ------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ class _Run:
                     f"{doc.file}: skipped ({doc.data.get('kind')} manifest, not a values file)"
                 )
                 return
-            layers.append(Layer(doc.file, doc.data, doc.positions))
+            layers.append(Layer(doc.file, doc.data, doc.positions, doc.blocks))
         if self.sets is not None:
             layers.append(self.sets)
         display = (
@@ -234,7 +234,10 @@ class _Run:
                     raise
                 continue  # malformed input the schema step already reported
             for hit in hits:
-                file, line, column = coalesced.locate(hit.path)
+                if hit.text_line is not None:
+                    file, line, column = coalesced.locate_text_line(hit.path, hit.text_line)
+                else:
+                    file, line, column = coalesced.locate(hit.path)
                 out.append(
                     Finding(
                         rule.id,
@@ -269,8 +272,8 @@ class _Run:
             helm=self.options.helm,
         )
         files = [*bases, *([target] if target else [])]
-        sizing = any(f.rule_id == "SUNK006" for f in findings)
-        rendered = render_step.render(release, files, self.options.sets, display, sizing)
+        covered = any(f.rule_id in render_step.COVERED_BY_RULES for f in findings)
+        rendered = render_step.render(release, files, self.options.sets, display, covered)
         result.checks.append("render")
         result.rendered = len(rendered.objects)
         out = list(rendered.findings)

@@ -16,6 +16,9 @@ from sunk.validate.findings import RENDER, Finding, Severity
 
 # Renderer warnings that a rule already reports with a position (SUNK012).
 _COVERED = ("slurmConfig.",)
+# Rules that report, at the values line, what makes the renderer refuse: reserved memory over
+# a group's limit (SUNK006), a Lua script that would not load (SUNK029, SUNK030).
+COVERED_BY_RULES = ("SUNK006", "SUNK029", "SUNK030")
 
 
 @dataclass
@@ -36,7 +39,7 @@ def render(
     files: list[Path],
     sets: list[str],
     display: str,
-    skip_sizing: bool = False,
+    covered: bool = False,
 ) -> Rendered:
     out = Rendered()
     try:
@@ -59,19 +62,19 @@ def render(
         )
         return out
     if release.chart == "slurm":
-        out.findings.extend(_slurm(out.objects, release.namespace, display, skip_sizing))
+        out.findings.extend(_slurm(out.objects, release.namespace, display, covered))
     return out
 
 
 def _slurm(
-    objects: list[dict[str, Any]], namespace: str, display: str, skip_sizing: bool
+    objects: list[dict[str, Any]], namespace: str, display: str, covered: bool
 ) -> list[Finding]:
     findings = []
     try:
         inputs = RenderedRelease(objects).cluster_inputs(namespace)
         rendered = render_all(inputs)
     except RenderError as exc:
-        if skip_sizing:  # SUNK006 already reported it at the values line
+        if covered:  # a rule already reported it at the values line
             return []
         return [Finding(RENDER, Severity.ERROR, f"Slurm renderer: {exc}", display)]
     except (ValidationError, ValueError, KeyError, TypeError) as exc:

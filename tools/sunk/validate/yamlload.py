@@ -48,6 +48,9 @@ class Document:
     positions: dict[Path, tuple[int, int]] = field(default_factory=dict)
     ignores: dict[int, set[str]] = field(default_factory=dict)
     documents: int = 1
+    # Literal block scalars (`key: |`): the file line of the text's first line, so a finding
+    # about line N of the text (a Lua script) points at the file's line.
+    blocks: dict[Path, int] = field(default_factory=dict)
 
     def ignored(self, rule_id: str, line: int | None) -> bool:
         if line is None:
@@ -87,6 +90,7 @@ class _Builder:
         self.file = file
         self.constructor = yaml.constructor
         self.positions: dict[Path, tuple[int, int]] = {}
+        self.blocks: dict[Path, int] = {}
         self.findings: list[Finding] = []
         self.active: set[int] = set()
         self.count = 0
@@ -116,6 +120,8 @@ class _Builder:
                     self.positions[(*path, index)] = _pos(item)
                     out.append(self.build(item, (*path, index)))
                 return out
+            if node.style == "|":  # the text starts on the line after the indicator
+                self.blocks[path] = node.start_mark.line + 2
             return self._scalar(node)
         finally:
             self.active.discard(id(node))
@@ -259,7 +265,7 @@ def load_text(text: str, file: str) -> tuple[Document | None, list[Finding]]:
     findings = builder.findings
     if data is None:
         data = {}
-    doc = Document(file, data, builder.positions, inline_ignores(text), len(nodes))
+    doc = Document(file, data, builder.positions, inline_ignores(text), len(nodes), builder.blocks)
     return doc, findings
 
 

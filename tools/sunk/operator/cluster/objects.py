@@ -16,6 +16,7 @@ from sunk.models.k8s import Image, PersistentStorage
 from sunk.operator import names, shared_volumes
 from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
 from sunk.slurmconf import Endpoints, Rendered
+from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
 
 SLURM_UID = 401
 
@@ -118,7 +119,25 @@ def _munge_volumes(ctx: ClusterContext) -> list[dict[str, Any]]:
     ]
 
 
-def _config_volume(ctx: ClusterContext) -> dict[str, Any]:
+def _lua_sources(ctx: ClusterContext, files: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Projections of the Lua plugin scripts this Pod reads (``files``), beside slurm.conf:
+    inline ones from the operator's ConfigMap, referenced ones from the user's."""
+    inline: list[dict[str, str]] = []
+    refs: list[dict[str, Any]] = []
+    for name, script in ctx.spec.slurmConfig.lua().items():
+        if name not in files:
+            continue
+        if script.configMap is not None:
+            item = {"key": script.configMap.key or name, "path": name}
+            refs.append({"configMap": {"name": script.configMap.name, "items": [item]}})
+        else:
+            inline.append({"key": name, "path": name})
+    if inline:
+        refs.insert(0, {"configMap": {"name": names.lua_map(ctx.cluster), "items": inline}})
+    return refs
+
+
+def _config_volume(ctx: ClusterContext, lua: tuple[str, ...] = ()) -> dict[str, Any]:
     sources = [
         {"configMap": {"name": names.config_map(ctx.cluster)}},
         {
@@ -130,6 +149,7 @@ def _config_volume(ctx: ClusterContext) -> dict[str, Any]:
     ]
     if ctx.spec.compute.generateTopology:
         sources.insert(1, {"configMap": {"name": names.topology_map(ctx.cluster)}})
+    sources[-1:-1] = _lua_sources(ctx, lua)
     return {"name": "slurm-config", "projected": {"sources": sources, "defaultMode": 0o444}}
 
 
@@ -190,11 +210,14 @@ def _container(
     return container
 
 
-# Mounted ConfigMaps change in place (topology.conf on Node label changes): tell slurmctld.
+# Mounted ConfigMaps change in place (topology.conf on Node label changes, cli_filter.lua): tell
+# slurmctld, which also sends them to the configless slurmds. Not job_submit.lua: the plugin
+# rereads it by itself and keeps the previous script when the new one does not load, where a
+# reconfigure (a restart in 24.11) would make slurmctld exit.
 RECONFIGURE_LOOP = """\
 last=""
 while sleep 15; do
-  now=$(cat /etc/slurm/*.conf 2>/dev/null | md5sum)
+  now=$(cat /etc/slurm/*.conf /etc/slurm/cli_filter.lua 2>/dev/null | md5sum)
   if [ -n "$last" ] && [ "$now" != "$last" ]; then
     scontrol reconfigure && echo "configuration changed: scontrol reconfigure"
   fi
@@ -266,9 +289,8 @@ def service(
 
 
 def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
-    files = {
-        k: v for k, v in ctx.rendered.files.items() if k not in ("slurmdbd.conf", "topology.conf")
-    }
+    apart = ("slurmdbd.conf", "topology.conf", *CONTROLLER_FILES)
+    files = {k: v for k, v in ctx.rendered.files.items() if k not in apart}
     out = [
         {
             "apiVersion": "v1",
@@ -286,6 +308,17 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
                 "data": {"topology.conf": ctx.rendered.files["topology.conf"]},
             }
         )
+    # Lua scripts apart: job_submit.lua is the controller's alone (sunk.slurmconf.lua).
+    lua = {k: v for k, v in ctx.rendered.files.items() if k in CONTROLLER_FILES}
+    if lua:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.lua_map(ctx.cluster), "lua"),
+                "data": lua,
+            }
+        )
     return out
 
 
@@ -294,7 +327,8 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     name = names.controller(ctx.cluster)
     container = _container(ctx, "slurmctld", opts, ["slurmctld"], 6817)
     container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
-    pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], [_config_volume(ctx)])
+    volumes = [_config_volume(ctx, CONTROLLER_FILES)]
+    pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
     pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
@@ -474,7 +508,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
         {"name": "host-keys", "mountPath": "/etc/ssh/host-keys-secret", "readOnly": True}
     )
     volumes = [
-        _config_volume(ctx),
+        _config_volume(ctx, CLIENT_FILES),
         {
             "name": "host-keys",
             "secret": {"secretName": names.hostkeys_secret(ctx.cluster), "defaultMode": 0o400},

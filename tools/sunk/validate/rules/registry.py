@@ -17,6 +17,7 @@ class Hit:
     path: Path
     message: str
     hint: str | None = None
+    text_line: int | None = None  # a line inside the text at `path` (a script's line)
 
 
 RuleFunc = Callable[[Any], Iterator[Hit]]
@@ -54,6 +55,10 @@ def rule(
 
 
 def all_rules() -> list[Rule]:
-    from sunk.validate.rules import builtin, not_acted_on  # noqa: F401  (registers the rules)
+    from sunk.validate.rules import (  # noqa: F401  (registers the rules)
+        builtin,
+        lua,
+        not_acted_on,
+    )
 
     return [RULES[key] for key in sorted(RULES)]
