@@ -122,17 +122,6 @@ def test_nothing_reads_the_key(path, pattern):
 # --------------------------------------------------------------------------- SUNK027
 
 
-@pytest.fixture
-def check(tmp_path: Path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-    def _check(text: str, name: str = "values.yaml", **kwargs):
-        (tmp_path / name).write_text(text)
-        return validate(Options(paths=[name], render=False, **kwargs))
-
-    return _check
-
-
 def sunk027(report) -> set[tuple[str | None, int | None]]:
     return {(f.key_path, f.line) for f in report.findings if f.rule_id == "SUNK027"}
 
