@@ -21,11 +21,11 @@ class OperatorProcess:
         namespaces: list[str],
         log_dir: Path,
         lease_namespace: str,
-        extra_args: tuple[str, ...] = (),
+        extra_args: tuple[str, ...] | list[str] | None = (),
     ):
         self.kubeconfig, self.namespaces = kubeconfig, namespaces
         self.log_dir, self.lease_namespace = log_dir, lease_namespace
-        self.extra_args = extra_args
+        self.extra_args = tuple(extra_args or ())
         self.port = free_port()
         self.hook_port = free_port()
         self.proc: subprocess.Popen | None = None

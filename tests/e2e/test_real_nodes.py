@@ -386,7 +386,7 @@ def test_a_job_locks_its_node_and_evicts_pods_that_do_not_tolerate_the_lock(
             30,
             1,
         )
-        assert f"job {job}" in events[-1]["message"]
+        assert any(f"job {job} " in e["message"] for e in events), events
     finally:
         _end_job(slurm, name, job, node)
     slurm.wait(f"{name} shows no lock", lambda: _pod_lock(slurm, name) in ("false", None), 30, 1)

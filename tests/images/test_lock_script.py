@@ -163,3 +163,16 @@ def test_rendered_scripts_pass_shellcheck(tmp_path):
         (tmp_path / name).write_text(text)
         proc = subprocess.run(["shellcheck", "-s", "sh", str(tmp_path / name)], capture_output=True)
         assert proc.returncode == 0, proc.stdout
+
+
+def test_a_prolog_without_the_lock_script_runs_its_scripts(tmp_path):
+    d = tmp_path / "prolog.d"
+    d.mkdir()
+    (d / "10-mark").write_text(f'#!/bin/sh\necho ran > "{tmp_path}/ran"\n')
+    (d / "10-mark").chmod(0o755)
+    prolog = tmp_path / "prolog.sh"
+    prolog.write_text(dispatcher("prolog", lock=True))
+    env = {"PATH": "/usr/bin:/bin", "SUNK_SCRIPTS_DIR": str(d)}
+    env["SUNK_LOCK_SCRIPT"] = str(tmp_path / "absent.sh")
+    assert subprocess.run(["sh", str(prolog)], env=env, timeout=60).returncode == 0
+    assert (tmp_path / "ran").exists()

@@ -336,3 +336,16 @@ def test_a_locking_cluster_gives_its_pods_the_hook_token_and_url():
     plain = build_pod(ns, OWNER, CTX, "n1", "n1-pod", {})
     assert "sunk-hook" not in {v["name"] for v in plain["spec"]["volumes"]}
     assert HOOK_URL_ANNOTATION not in plain["metadata"]["annotations"]
+
+
+def test_locking_without_a_hook_still_mounts_the_dispatchers_slurm_conf_names():
+    from dataclasses import replace
+
+    from sunk.operator.nodeset.pod import build_pod
+
+    ctx = replace(CTX, locking=True)  # an operator started with --hook-port 0
+    pod = build_pod(nodeset(replicas=1), OWNER, ctx, "n1", "n1-pod", {})
+    mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert {"/etc/slurm/prolog.sh", "/etc/slurm/epilog.sh"} <= mounts
+    assert "/etc/slurm/sunk-lock.sh" not in mounts
+    assert "sunk-hook" not in {v["name"] for v in pod["spec"]["volumes"]}

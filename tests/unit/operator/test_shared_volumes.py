@@ -32,7 +32,11 @@ NODE = {
 
 
 def cluster(**spec) -> SlurmClusterSpec:
-    return SlurmClusterSpec.model_validate({"clusterName": "c", **spec})
+    # Node locking off unless asked: its dispatchers are the cluster's share of the Pod too,
+    # and these tests follow the volumes alone.
+    return SlurmClusterSpec.model_validate(
+        {"clusterName": "c", "syncer": {"nodeLocking": False}, **spec}
+    )
 
 
 def cluster_context(spec: SlurmClusterSpec) -> ClusterContext:
@@ -134,7 +138,11 @@ def test_what_cannot_merge_names_its_key_path():
 
 def test_the_owned_sets_are_what_the_builders_add():
     """The reserved names and paths are exactly the ones the builders use (kept in sync)."""
-    spec = cluster(login={"sshKeyVolume": {"size": "1Gi"}}, scripts={"prolog": "p", "epilog": "e"})
+    spec = cluster(
+        login={"sshKeyVolume": {"size": "1Gi"}},
+        scripts={"prolog": "p", "epilog": "e"},
+        syncer={"nodeLocking": True},
+    )
     sshd_pod = workloads(spec)["c-login"]
     assert {v["name"] for v in sshd_pod["volumes"]} | {"ssh-keys"} == LOGIN.volumes
     assert {m["mountPath"] for m in container(sshd_pod, "sshd")["volumeMounts"]} == LOGIN.paths

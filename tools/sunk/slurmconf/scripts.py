@@ -30,7 +30,11 @@ for script in "$dir"/*; do
 done
 {after}exit "$status"
 """
-LOCK_STEP = '"${{SUNK_LOCK_SCRIPT:-{path}}}" {action} || {on_fail}\n'
+# A Pod without the lock script (an operator with no hook) runs its jobs unlocked.
+LOCK_STEP = """\
+lock="${{SUNK_LOCK_SCRIPT:-{path}}}"
+if [ -x "$lock" ]; then "$lock" {action} || {on_fail}; fi
+"""
 
 # The hook answers within its wait (120 s) plus the API calls around it.
 LOCK_SCRIPT = """\

@@ -116,8 +116,8 @@ def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
         spec["template"] = effective_template(nodeset, ctx)
         if ctx.munge_resources is not None:
             spec["mungeResources"] = ctx.munge_resources
-        if ctx.hooked:
-            spec["locking"] = True
+        if ctx.locking:  # the dispatchers are mounted; with a hook, its token and script
+            spec["locking"] = "hooked" if ctx.hooked else True
     return stable_hash(spec, 10)
 
 
@@ -235,7 +235,7 @@ def _merge_tolerations(tolerations: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def _script_volumes(ctx: PodContext) -> list[dict[str, Any]]:
     out = []
-    if ctx.prolog_config_map or ctx.epilog_config_map or ctx.hooked:
+    if ctx.prolog_config_map or ctx.epilog_config_map or ctx.locking:
         out.append(
             {"name": "dispatchers", "configMap": {"name": ctx.config_map, "defaultMode": 0o755}}
         )
@@ -284,7 +284,7 @@ def _script_mounts(ctx: PodContext) -> list[dict[str, Any]]:
     for kind, cm in (("prolog", ctx.prolog_config_map), ("epilog", ctx.epilog_config_map)):
         if cm:
             out.append({"name": f"{kind}-d", "mountPath": f"/etc/slurm/{kind}.d", "readOnly": True})
-        if cm or ctx.hooked:
+        if cm or ctx.locking:  # slurm.conf names the dispatchers whenever jobs lock nodes
             out.append(_dispatcher_mount(f"/etc/slurm/{kind}.sh"))
     if ctx.hooked:
         out.append(_dispatcher_mount(LOCK_PATH))
