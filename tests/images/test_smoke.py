@@ -233,7 +233,8 @@ def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
     etc.mkdir()
     for name, text in files.items():
         (etc / name).write_text(text)
-    (etc / "prolog.sh").chmod(0o755)
+    for script in ("prolog.sh", "epilog.sh", "sunk-lock.sh"):  # node locking is on
+        (etc / script).chmod(0o755)
     (etc / "jwt").mkdir()
     jwt = etc / "jwt" / "jwt.key"
     jwt.write_bytes(secrets.token_bytes(32))
@@ -272,6 +273,9 @@ def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
             *secret, *SLURMD_PRIVILEGES,
             "-e", f"SUNK_CONTROLLER={c.addr(f'{CLUSTER}-controller')}:6817",
             "-v", f"{etc}/prolog.sh:/etc/slurm/prolog.sh:ro",
+            "-v", f"{etc}/epilog.sh:/etc/slurm/epilog.sh:ro",
+            # the lock script with no hook (no Kubernetes here): jobs run unlocked
+            "-v", f"{etc}/sunk-lock.sh:/etc/slurm/sunk-lock.sh:ro",
             "-v", f"{prolog_d}:/etc/slurm/prolog.d:ro",
         )  # fmt: skip
         # The first node registers with the renderer's string, the second derives its size
