@@ -108,8 +108,8 @@ class Locker:
         )  # fmt: skip
         left = await self._clear(node_name)
         if left and strict:
-            await self._update(node_name, lambda h: h.remove(job))
-            await self.mirror(pod, node_name)
+            node = await self._update(node_name, lambda h: h.remove(job))
+            await self.mirror(pod, node_name, node)
             still = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in left)
             raise HookError(503, f"strict lock of Node {node_name}: Pods still there: {still}")
         node = await self._update(node_name, lambda h: h, victims_left=bool(left))
