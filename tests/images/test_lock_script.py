@@ -119,15 +119,20 @@ def test_a_pod_without_a_hook_runs_unlocked(tmp_path, hook):
     assert hook.requests == []
 
 
-def test_the_prolog_locks_before_its_scripts_and_stops_on_a_failed_strict_lock(tmp_path, hook):
-    env = setup_dir(tmp_path, hook.url)
+def marking_prolog(tmp_path: Path) -> tuple[Path, str]:
+    """The locking prolog and a prolog.d whose one script writes ``tmp_path/ran``."""
     d = tmp_path / "prolog.d"
     d.mkdir()
     (d / "10-mark").write_text(f'#!/bin/sh\necho ran > "{tmp_path}/ran"\n')
     (d / "10-mark").chmod(0o755)
     prolog = tmp_path / "prolog.sh"
     prolog.write_text(dispatcher("prolog", lock=True))
-    env["SUNK_SCRIPTS_DIR"] = str(d)
+    return prolog, str(d)
+
+
+def test_the_prolog_locks_before_its_scripts_and_stops_on_a_failed_strict_lock(tmp_path, hook):
+    env = setup_dir(tmp_path, hook.url)
+    prolog, env["SUNK_SCRIPTS_DIR"] = marking_prolog(tmp_path)
     assert subprocess.run(["sh", str(prolog)], env=env, timeout=60).returncode == 0
     assert (tmp_path / "ran").exists()
     assert hook.requests[0][0] == "/hook/v1/lock"
@@ -166,13 +171,8 @@ def test_rendered_scripts_pass_shellcheck(tmp_path):
 
 
 def test_a_prolog_without_the_lock_script_runs_its_scripts(tmp_path):
-    d = tmp_path / "prolog.d"
-    d.mkdir()
-    (d / "10-mark").write_text(f'#!/bin/sh\necho ran > "{tmp_path}/ran"\n')
-    (d / "10-mark").chmod(0o755)
-    prolog = tmp_path / "prolog.sh"
-    prolog.write_text(dispatcher("prolog", lock=True))
-    env = {"PATH": "/usr/bin:/bin", "SUNK_SCRIPTS_DIR": str(d)}
+    prolog, scripts = marking_prolog(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "SUNK_SCRIPTS_DIR": scripts}
     env["SUNK_LOCK_SCRIPT"] = str(tmp_path / "absent.sh")
     assert subprocess.run(["sh", str(prolog)], env=env, timeout=60).returncode == 0
     assert (tmp_path / "ran").exists()
