@@ -76,6 +76,8 @@ def test_one_slurmd_pod_per_node_with_real_containers(slurm: SlurmDeployment):
 
 def test_sinfo_lists_both_nodes_idle(slurm: SlurmDeployment):
     pods = {p["metadata"]["name"] for p in slurm.running_pods("compute")}
+    # a node registers a moment after its Pod is Ready: wait for both, then compare
+    slurm.wait("both nodes idle", lambda: set(slurm.idle_nodes()) == pods, 120, 2)
     assert set(slurm.idle_nodes()) == pods
 
 
