@@ -81,7 +81,11 @@ def test_the_custom_resources_say_so_too():
 # Where the code would read each key if it acted on it. When a test below fails, something
 # now reads the key: drop its table entry (and the description's "Not acted on yet").
 READERS = {
-    "scheduler.*": r"\bscheduler\.(?!killWait\b)\w+",
+    "scheduler.config.slurm.protocolVersion": r"\bprotocolVersion\b",
+    **{
+        f"scheduler.{key}": rf"\bscheduler\.{key}\b"
+        for key in not_acted_on.SCHEDULER_POD_KEYS
+    },
     "nsscache.*": r"\bnsscache\.\w+",
     "controller.etcConfigMap": r"\betcConfigMap\b",
     "login.s6": r"\.s6\b",
@@ -98,7 +102,7 @@ READERS = {
 NO_READER_CHECK = {"login.sshKeyVolume", "global.*"}
 RUNTIME = [
     p
-    for d in ("operator", "slurmconf", "syncer")
+    for d in ("operator", "slurmconf", "syncer", "scheduler")
     for p in sorted((REPO / "tools/sunk" / d).rglob("*.py"))
 ]
 
@@ -128,22 +132,22 @@ def sunk027(report) -> set[tuple[str | None, int | None]]:
 
 def test_fires_on_each_key_set_with_its_line(check):
     text = (
-        "scheduler:\n  enabled: true\n  killWait: 60\n"
+        "scheduler:\n  enabled: true\n  priorityClassName: high\n"
         "compute:\n  nodes:\n    a:\n      s6: {x: {type: oneshot, script: 'true'}}\n"
         "  pyxis:\n    mountHome: false\n    remapRoot: true\n"
         "global:\n  volumes: []\n  storageClass: fast\n"
     )
     report = check(text)
     assert sunk027(report) == {
-        ("scheduler.enabled", 2),
+        ("scheduler.priorityClassName", 3),
         ("compute.nodes.a.s6", 7),
         ("compute.pyxis.mountHome", 9),
         ("global.storageClass", 13),
     }
-    finding = next(f for f in report.findings if f.key_path == "scheduler.enabled")
+    finding = next(f for f in report.findings if f.key_path == "scheduler.priorityClassName")
     assert str(finding.severity) == "warning"
     assert "accepted but not acted on yet" in finding.message
-    assert "Pod Scheduler is not built" in finding.message
+    assert "runs inside the operator" in finding.message
 
 
 @pytest.mark.parametrize(
@@ -187,8 +191,6 @@ def test_the_charts_own_values_files_do_not_fire(check, chart):
 
 
 EXPECTED_IN_EXAMPLES = {
-    "gpu-h100": {"scheduler.enabled", "scheduler.gpuTypes"},
-    "sunk-compat": {"scheduler.enabled", "scheduler.name"},
 }
 
 

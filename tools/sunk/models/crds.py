@@ -156,6 +156,22 @@ class SlurmClusterSpec(Strict):
         """The Syncer runs: it talks to slurmrestd with a JWT."""
         return self.syncer.enabled and self.rest.enabled and self.jwt.enabled
 
+    def schedules(self) -> bool:
+        """The Pod Scheduler runs: beside the Syncer, whose hook takes its strict locks."""
+        return self.scheduler.enabled and self.syncs()
+
+    def scheduler_name(self, namespace: str) -> str:
+        """The ``schedulerName`` Pods set (the chart fills in ``<namespace>-<release>``; a
+        SlurmCluster written by hand without one gets ``<namespace>-<clusterName>``)."""
+        return self.scheduler.name or f"{namespace}-{self.clusterName}"
+
+    def scheduler_namespaces(self, namespace: str) -> tuple[str, ...] | None:
+        """Where its Pods may be: None for every namespace."""
+        scope = self.scheduler.scope
+        if scope.type == "cluster":
+            return None
+        return tuple(scope.namespaces) or (namespace,)
+
     def locks_nodes(self) -> bool:
         """Jobs lock their Nodes through the prolog hook (the Syncer releases stale locks)."""
         return self.syncs() and self.syncer.nodeLocking

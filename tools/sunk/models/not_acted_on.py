@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 S6 = "no image runs s6-rc (the images start their daemons directly), so nothing reads the services"
+# PodOptions' keys (sunk.models.values), on the scheduler, which has no Pod of its own.
+SCHEDULER_POD_KEYS = (
+    "resources", "tolerations", "affinity", "nodeSelector", "priorityClassName",
+    "podSecurityContext", "securityContext", "terminationGracePeriodSeconds", "annotations",
+    "labels", "env",
+)  # fmt: skip
 PYXIS_OPTIONS = (
     "plugstack.conf carries only `compute.pyxis.plugstackOptions`, and no enroot.conf is "
     "rendered or mounted"
@@ -44,10 +50,15 @@ class NotActedOn:
 
 TABLE: tuple[NotActedOn, ...] = (
     NotActedOn(
-        "scheduler.*",
-        "the Slurm-backed Pod Scheduler is not built yet; only `killWait` is used "
-        "(slurm.conf `KillWait`)",
-        acted_on=("scheduler.killWait",),
+        "scheduler.config.slurm.protocolVersion",
+        "the Pod Scheduler talks to slurmrestd, not Slurm's RPC protocol",
+    ),
+    *(
+        NotActedOn(
+            f"scheduler.{key}",
+            "the Pod Scheduler runs inside the operator and has no Pod of its own",
+        )
+        for key in SCHEDULER_POD_KEYS
     ),
     NotActedOn(
         "nsscache.*",

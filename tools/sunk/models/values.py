@@ -7,9 +7,10 @@ chart's values.yaml, values.schema.json and README table.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
 
 from sunk import __version__
 from sunk.models.base import (
@@ -577,15 +578,20 @@ class Syncer(Strict):
 
 class SchedulerScope(Strict):
     type: Literal["namespace", "cluster"] = Field(
-        default="namespace", description="Which pods it schedules."
+        default="namespace",
+        description="`namespace`: Pods in `namespaces`; `cluster`: Pods in every namespace.",
     )
-    namespaces: list[str] = Field(
-        default_factory=list, description="Namespaces (empty: the release namespace)."
+    namespaces: list[Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]] = Field(
+        default_factory=list,
+        description="Namespaces it schedules in with `type: namespace` (empty: the release "
+        "namespace).",
     )
 
 
 SCHEDULER_DESCRIPTION = (
-    "SUNK Pod Scheduler. Not acted on yet (the Pod Scheduler is not built), except `killWait`."
+    "SUNK Pod Scheduler: Pods whose `schedulerName` names it are placed through Slurm "
+    "(a placeholder job each) and bound where Slurm allocated. Runs inside the operator, "
+    "beside the Syncer, which it needs."
 )
 NSSCACHE_DESCRIPTION = (
     "User provisioning with nsscache. Not acted on yet: no CronJob is built and no "
@@ -593,22 +599,98 @@ NSSCACHE_DESCRIPTION = (
 )
 
 
-class Scheduler(PodOptions):
+# Go-style durations as SUNK writes them ("10s", "1m30s", "500ms").
+DURATION = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+Duration = Annotated[str, Field(pattern=DURATION, max_length=32)]
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds in a `Duration` (the pattern has been checked)."""
+    return sum(float(n) * _DURATION_UNIT[u] for n, u in _DURATION_PART.findall(text))
+
+
+class SchedulerSlurm(Strict):
+    poolSize: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="Connections to slurmrestd the scheduler opens at most.",
+    )
+    usePersistentConnection: bool = Field(
+        default=True, description="Keep connections to slurmrestd open between requests."
+    )
+    protocolVersion: str | None = Field(
+        default=None,
+        max_length=32,
+        description="Slurm RPC protocol version (SUNK's scheduler speaks RPC; ours uses "
+        "slurmrestd: not acted on).",
+    )
+
+
+class SchedulerTuning(Strict):
+    gpuTypes: dict[SlurmName, SlurmName] = Field(
+        default_factory=dict,
+        description="GPU product → GRES type, e.g. `NVIDIA_H100: h100`. The product is the "
+        "value of the Pod's nodeSelector `gpu.nvidia.com/class` or `nvidia.com/gpu.product`; "
+        "`nvidia.com/gpu` requests become `gres/gpu:<type>:<count>` (untyped without a product).",
+    )
+    pollInterval: Duration = Field(
+        default="10s", description="How often Slurm's jobs are read (Pod events act at once)."
+    )
+    terminationOffset: Duration = Field(
+        default="5s",
+        description="A Pod's `terminationGracePeriodSeconds` must be below `killWait` minus this.",
+    )
+
+
+class SchedulerConfig(Strict):
+    slurm: SchedulerSlurm = Field(default_factory=SchedulerSlurm, description="Slurm client.")
+    scheduler: SchedulerTuning = Field(
+        default_factory=SchedulerTuning, description="Scheduling settings."
+    )
+
+
+def _pod_options_not_acted_on(model_name: str, why: str) -> type[Strict]:
+    """PodOptions' keys, accepted (SUNK's values files set them) and described as not acted
+    on, for a component that has no Pod of its own."""
+    fields: dict[str, Any] = {
+        name: (
+            info.annotation,
+            FieldInfo.merge_field_infos(
+                info, description=f"{info.description} Not acted on: {why}."
+            ),
+        )
+        for name, info in PodOptions.model_fields.items()
+    }
+    return create_model(model_name, __base__=Strict, **fields)
+
+
+SchedulerPodOptions = _pod_options_not_acted_on(
+    "SchedulerPodOptions", "the Pod Scheduler runs inside the operator"
+)
+
+
+class Scheduler(SchedulerPodOptions):  # type: ignore[misc,valid-type]
     enabled: bool = Field(
-        default=False, description="Run the Slurm-backed Pod Scheduler (not built yet)."
+        default=False,
+        description="Run the Pod Scheduler (needs `syncer.enabled`, `rest.enabled` and "
+        "`jwt.enabled`).",
     )
     name: str | None = Field(
-        default=None, description="schedulerName; default `<namespace>-<release>`."
+        default=None,
+        pattern=DNS_SUBDOMAIN,
+        max_length=253,
+        description="The `schedulerName` Pods set; default `<namespace>-<release>`.",
     )
     scope: SchedulerScope = Field(default_factory=SchedulerScope, description="Scheduling scope.")
-    gpuTypes: dict[str, str] = Field(
-        default_factory=dict, description="GPU product label → GRES type, e.g. NVIDIA_H100: h100."
-    )
+    config: SchedulerConfig = Field(default_factory=SchedulerConfig, description="Settings.")
     killWait: int = Field(
         default=30,
         ge=6,
         le=65535,
-        description="Seconds Slurm waits before SIGKILL (slurm.conf `KillWait`; acted on).",
+        description="Seconds Slurm waits before SIGKILL (slurm.conf `KillWait`).",
     )
 
 

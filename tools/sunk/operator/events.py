@@ -9,6 +9,11 @@ from sunk.operator.conditions import now
 from sunk.operator.kube import Kube
 
 
+def as_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A Pod from a list lacks apiVersion and kind, which an Event's involvedObject needs."""
+    return {"apiVersion": "v1", "kind": "Pod", **pod}
+
+
 async def emit(
     kube: Kube, obj: dict[str, Any], reason: str, message: str, warning: bool = True
 ) -> None:

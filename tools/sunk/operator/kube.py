@@ -199,9 +199,13 @@ class Kube:
     async def get(self, path: str) -> dict[str, Any] | None:
         return await self.request("GET", path, ok_missing=True)
 
-    async def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        query = {"labelSelector": label_selector} if label_selector else None
-        result = await self.request("GET", path, query=query)
+    async def list(
+        self, path: str, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = {"labelSelector": label_selector} if label_selector else {}
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        result = await self.request("GET", path, query=query or None)
         return result.get("items", [])
 
     async def create(self, obj: dict[str, Any]) -> dict[str, Any]:

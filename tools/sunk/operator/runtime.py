@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, GROUP, VERSION, SlurmClusterSpec
+from sunk.models.values import duration_seconds
 from sunk.operator import conditions, names
 from sunk.operator.cluster.reconcile import reconcile_cluster
 from sunk.operator.conditions import write_status
@@ -23,6 +24,8 @@ from sunk.operator.kube import Kube, KubeConfig, path_for
 from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import WorkQueue
+from sunk.scheduler.loop import PodScheduler
+from sunk.scheduler.podjob import Settings
 from sunk.syncer.loop import Syncer
 from sunk.syncer.slurm_metrics import SlurmMetrics
 
@@ -34,6 +37,13 @@ RESYNC_SECONDS = 60
 class RunningSyncer:
     settings: tuple[object, ...]
     syncer: Syncer
+    task: asyncio.Task
+
+
+@dataclass
+class RunningScheduler:
+    settings: tuple[object, ...]
+    scheduler: PodScheduler
     task: asyncio.Task
 
 
@@ -53,6 +63,8 @@ class Runtime:
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
     # One Syncer per SlurmCluster (namespace, name).
     syncers: dict[tuple[str, str], RunningSyncer] = field(default_factory=dict)
+    # One Pod Scheduler per SlurmCluster with scheduler.enabled.
+    schedulers: dict[tuple[str, str], RunningScheduler] = field(default_factory=dict)
     cluster_generations: dict[tuple[str, str], int | None] = field(default_factory=dict)
     # What no watch reports (a deleted key Secret, say) is seen at the next resync.
     resync_seconds: float = RESYNC_SECONDS
@@ -68,6 +80,7 @@ class Runtime:
             self.metrics.nodesets.pop((ns, name), None)
             if kind == "SlurmCluster":
                 self.stop_syncer(ns, name)
+                self.stop_scheduler(ns, name)
                 self.cluster_generations.pop((ns, name), None)
             return  # deleted: owned objects go with it (owner references)
         self.metrics.reconciles[kind] += 1
@@ -76,6 +89,7 @@ class Runtime:
             if kind == "SlurmCluster":
                 await reconcile_cluster(self.kube, body)
                 self.ensure_syncer(ns, name, body)
+                self.ensure_scheduler(ns, name, body)
                 self._on_cluster_generation(ns, name, body)
             else:
                 status = await reconcile_nodeset(
@@ -163,11 +177,77 @@ class Runtime:
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)
 
+    def ensure_scheduler(self, ns: str, name: str, body: dict) -> None:
+        """Run the cluster's Pod Scheduler while ``scheduler.enabled`` and its Syncer runs;
+        restart it when its settings change."""
+        try:
+            spec = SlurmClusterSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            return
+        if not spec.schedules():
+            if spec.scheduler.enabled:
+                log.warning(
+                    "%s/%s: the Pod Scheduler needs the Syncer (syncer, rest and jwt enabled)",
+                    ns,
+                    name,
+                )
+            self.stop_scheduler(ns, name)
+            return
+        config = spec.scheduler.config
+        settings = Settings(
+            kill_wait=spec.scheduler.killWait,
+            termination_offset=duration_seconds(config.scheduler.terminationOffset),
+            gpu_types=dict(config.scheduler.gpuTypes),
+        )
+        options = (
+            spec.clusterName,
+            spec.scheduler_name(ns),
+            spec.scheduler_namespaces(ns),
+            settings,
+            duration_seconds(config.scheduler.pollInterval),
+            config.slurm.poolSize,
+            config.slurm.usePersistentConnection,
+            spec.syncer.logLevel,
+        )
+        current = self.schedulers.get((ns, name))
+        if current and current.settings == options and not current.task.done():
+            return
+        self.stop_scheduler(ns, name)
+        scheduler = PodScheduler(
+            self.kube,
+            ns,
+            spec.clusterName,
+            spec.scheduler_name(ns),
+            f"http://{names.rest(spec.clusterName)}.{ns}.svc:6820",
+            names.jwt_secret_of(spec),
+            settings,
+            spec.scheduler_namespaces(ns),
+            poll=max(0.5, duration_seconds(config.scheduler.pollInterval)),
+            pool_size=config.slurm.poolSize,
+            persistent=config.slurm.usePersistentConnection,
+            log_level=spec.syncer.logLevel,
+        )
+        task = asyncio.get_running_loop().create_task(scheduler.run())
+        self.schedulers[(ns, name)] = RunningScheduler(options, scheduler, task)
+
+    def stop_scheduler(self, ns: str, name: str) -> None:
+        entry = self.schedulers.pop((ns, name), None)
+        if entry:
+            entry.task.cancel()
+
+    def wake_schedulers(self, scheduler_name: str, namespace: str) -> None:
+        for entry in self.schedulers.values():
+            sched = entry.scheduler
+            if sched.name == scheduler_name and sched.in_scope(namespace):
+                sched.wake()
+
     async def shutdown(self) -> None:
-        """Stop reconciling: the workers and every Syncer (before the lease is given up)."""
+        """Stop reconciling: the workers, every Syncer and every Pod Scheduler (before the
+        lease is given up)."""
         if self.queue is not None:
             await self.queue.stop()
         tasks = [entry.task for entry in self.syncers.values()]
+        tasks += [entry.task for entry in self.schedulers.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -353,6 +433,18 @@ def on_pod(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     if rt.pod_nodes.get(key) != node:
         rt.pod_nodes[key] = node
         rt.enqueue_cluster(ns, labels.get(names.LABEL_CLUSTER))
+
+
+def _names_a_scheduler(spec: kopf.Spec, **_: object) -> bool:
+    rt = RUNTIME
+    wanted = spec.get("schedulerName")
+    return rt is not None and any(e.scheduler.name == wanted for e in rt.schedulers.values())
+
+
+@kopf.on.event("", "v1", "pods", when=_names_a_scheduler)
+def on_scheduled_pod(body: kopf.Body, **_: object) -> None:
+    """A Pod for one of our Pod Schedulers appeared or changed: schedule now."""
+    _rt().wake_schedulers((body.spec or {}).get("schedulerName") or "", body.metadata.namespace)
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={names.LABEL_MANAGED_BY: names.MANAGER})

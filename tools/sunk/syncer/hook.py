@@ -27,7 +27,7 @@ from aiohttp import web
 
 from sunk.operator import names
 from sunk.operator.conditions import now
-from sunk.operator.events import emit
+from sunk.operator.events import as_pod, emit
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.syncer import lock
 
@@ -103,7 +103,7 @@ class Locker:
         await self._update(node_name, lambda h: h.add(job, strict))
         kind = "strict lock" if strict else "lock"
         await emit(
-            self.kube, _with_kind(pod), "SlurmNodeLocked",
+            self.kube, as_pod(pod), "SlurmNodeLocked",
             f"job {job} took a {kind} on Node {node_name}", warning=False,
         )  # fmt: skip
         left = await self._clear(node_name)
@@ -225,10 +225,6 @@ class Locker:
             raise
         log.info("evicted %s/%s: its Node is locked for a job", meta["namespace"], meta["name"])
         return True
-
-
-def _with_kind(pod: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", **pod}
 
 
 def hook_app(locker: Locker) -> web.Application:

@@ -9,7 +9,6 @@ in a way it cares about; ``forget`` deletes a node record before its name is reu
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from sunk.syncer.plan import (
     SlurmNode,
     plan,
 )
-from sunk.syncer.restd import SlurmApiError, Slurmrestd
+from sunk.syncer.restd import SlurmApiError, Slurmrestd, client_for
 from sunk.syncer.slurm_metrics import SlurmMetrics
 
 INTERVAL_SECONDS = 5.0
@@ -133,14 +132,9 @@ class Syncer:
                 await self.restd.close()
 
     async def _client(self) -> Slurmrestd:
-        secret = await self.kube.get(path_for("v1", "secrets", self.namespace, self.jwt_secret))
-        if secret is None:
-            raise RuntimeError(f"JWT key Secret {self.namespace}/{self.jwt_secret} not found")
-        key = base64.b64decode(secret["data"]["jwt.key"])
-        if self.restd is None or self.restd.key != key:
-            if self.restd is not None:
-                await self.restd.close()
-            self.restd = Slurmrestd(self.rest_url, key)
+        self.restd = await client_for(
+            self.kube, self.namespace, self.jwt_secret, self.rest_url, self.restd
+        )
         return self.restd
 
     async def sync_once(self) -> Actions:

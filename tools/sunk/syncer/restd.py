@@ -8,13 +8,38 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 API = "/slurm/v0.0.41"
 USER = "slurm"  # SlurmUser: an operator of Slurm; slurmrestd refuses tokens for root
 TOKEN_SECONDS = 600
+
+
+class KeySource(Protocol):
+    async def get(self, path: str) -> dict[str, Any] | None: ...
+
+
+async def client_for(
+    kube: KeySource,
+    namespace: str,
+    secret: str,
+    url: str,
+    current: Slurmrestd | None,
+    **options: Any,
+) -> Slurmrestd:
+    """``current`` while it holds the key in the cluster's JWT Secret, else a new client for
+    the key now there (the old one closed): a rotated key takes effect at the next call."""
+    found = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{secret}")
+    if found is None:
+        raise SlurmApiError(f"JWT key Secret {namespace}/{secret} not found")
+    key = base64.b64decode(found["data"]["jwt.key"])
+    if current is not None and current.key == key:
+        return current
+    if current is not None:
+        await current.close()
+    return Slurmrestd(url, key, **options)
 
 
 class SlurmApiError(RuntimeError):
@@ -48,8 +73,16 @@ class Slurmrestd:
     """``url``: ``http://host:port`` (the rest Service) or ``unix:/path/to.sock`` (slurmrestd
     listening on a unix socket, as the ``slurm`` test tier and the benchmark run it)."""
 
-    def __init__(self, url: str, key: bytes, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        key: bytes,
+        timeout: float = 10.0,
+        pool_size: int = 100,
+        persistent: bool = True,
+    ) -> None:
         self.url = url.rstrip("/")
+        self._pool = {"limit": pool_size, "force_close": not persistent}
         self._socket = url.removeprefix("unix:") if url.startswith("unix:") else None
         self._base = "http://slurmrestd" if self._socket else self.url
         self.key = key
@@ -67,7 +100,11 @@ class Slurmrestd:
 
     async def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         if self._session is None:
-            connector = aiohttp.UnixConnector(path=self._socket) if self._socket else None
+            connector = (
+                aiohttp.UnixConnector(path=self._socket, **self._pool)
+                if self._socket
+                else aiohttp.TCPConnector(**self._pool)
+            )
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         self.requests += 1
         try:
@@ -103,6 +140,33 @@ class Slurmrestd:
 
     async def delete_node(self, node: str) -> None:
         await self._call("DELETE", f"/node/{node}")
+
+    # Jobs (the Pod Scheduler's placeholders).
+
+    async def submit(self, script: str, job: dict[str, Any]) -> int:
+        """``POST /job/submit``: the new job's id."""
+        answer = await self._call("POST", "/job/submit", {"script": script, "job": job})
+        return int(answer["job_id"])
+
+    async def job(self, job_id: int) -> dict[str, Any] | None:
+        """``GET /job/{id}``: None once slurmctld has forgotten it (MinJobAge)."""
+        try:
+            found = (await self._call("GET", f"/job/{job_id}")).get("jobs") or []
+        except SlurmApiError as exc:
+            if "Invalid job id" in str(exc):
+                return None
+            raise
+        return found[0] if found else None
+
+    async def signal_job(self, job_id: int, signal: str | None = None) -> None:
+        """``DELETE /job/{id}``: cancel it (SIGTERM, then SIGKILL after KillWait), or send
+        ``signal`` (``KILL``) to every step of it. A job that has ended already is fine."""
+        query = f"?signal={signal}" if signal else ""
+        try:
+            await self._call("DELETE", f"/job/{job_id}{query}")
+        except SlurmApiError as exc:
+            if not any(s in str(exc) for s in ("already completed", "Invalid job id")):
+                raise
 
     @staticmethod
     def missing(exc: SlurmApiError) -> bool:

@@ -24,14 +24,20 @@ tests/cluster/rbac_unused.yaml.
   resources: [slurmclusters/finalizers, nodesets/finalizers]
   verbs: [update]
 # slurmd Pods: created, annotated (removal, lock state), deleted, watched; the hook reads the
-# Pod a token was issued to.
+# Pod a token was issued to. The Pod Scheduler lists the Pods that name it, annotates them
+# with their job, adds the lock toleration, and deletes those whose job Slurm ended.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, patch, delete]
-# The Syncer's SlurmDrain condition on slurmd Pods.
+# The Syncer's SlurmDrain condition on slurmd Pods; the Pod Scheduler's PodScheduled
+# condition on the Pods it places.
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
+# The Pod Scheduler binds a Pod where Slurm ran its placeholder job.
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
 # Control-plane objects, by server-side apply (a PATCH that creates what is missing). Key
 # Secrets are created once and never listed, changed or deleted.
 - apiGroups: [""]

@@ -14,7 +14,9 @@ from pydantic import ValidationError
 
 from sunk.models.crds import NodeSetSpec, PodTemplate
 from sunk.models.quantity import QuantityError, parse_quantity
+from sunk.models.values import Scheduler, duration_seconds
 from sunk.operator import shared_volumes
+from sunk.scheduler.podjob import Rejected, Settings, placeholder_for
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.memory import SizingError, real_memory_mib
 from sunk.slurmconf.slurm_conf import NOT_SLURM_KEYS, OWNED_KEYS
@@ -642,32 +644,88 @@ def external_vs_moco(ctx: RuleContext) -> Iterator[Hit]:
 
 @rule(
     "SUNK018",
-    "scheduler-kill-wait",
+    "scheduler-pods",
     "error",
-    "With the Pod Scheduler on, pods need terminationGracePeriodSeconds < killWait − 5.",
-    "raise scheduler.killWait or lower terminationGracePeriodSeconds",
+    "Pods for the Pod Scheduler must be ones Slurm can take: CPU and memory requests, and a "
+    "terminationGracePeriodSeconds below killWait − terminationOffset.",
+    "fix the Pod, or raise scheduler.killWait / lower scheduler.config.scheduler.terminationOffset",
 )
-def scheduler_kill_wait(ctx: RuleContext) -> Iterator[Hit]:
-    sched = as_map(ctx.values.get("scheduler"))
-    if sched.get("enabled") is not True:
+def scheduler_pods(ctx: RuleContext) -> Iterator[Hit]:
+    """Checks what the scheduler checks at run time (``sunk.scheduler.podjob``), on the Pods
+    and Pod templates in extraObjects that name it: validate sees no other Pods."""
+    try:
+        sched = Scheduler.model_validate(ctx.values.get("scheduler") or {})
+    except ValidationError:
+        return  # the schema step reports it
+    if not sched.enabled:
         return
-    kill_wait = sched.get("killWait", 30)
-    if not isinstance(kill_wait, int) or isinstance(kill_wait, bool):
+    offset = duration_seconds(sched.config.scheduler.terminationOffset)
+    if sched.killWait - offset <= 0:
+        yield Hit(
+            ("scheduler", "config", "scheduler", "terminationOffset"),
+            f"terminationOffset {offset:g} s leaves no grace period under killWait "
+            f"{sched.killWait} s: every Pod would be rejected",
+        )
         return
-    if kill_wait <= 5:
-        yield Hit(("scheduler", "killWait"), f"scheduler.killWait {kill_wait} must exceed 5 s")
+    settings = Settings(sched.killWait, offset, dict(sched.config.scheduler.gpuTypes))
+    for path, pod in _scheduled_pods(ctx, sched.name):
+        try:
+            placeholder_for(pod, settings)
+        except Rejected as exc:
+            yield Hit(_at(path, exc.field), f"the Pod Scheduler would reject this Pod: {exc}")
+
+
+def _at(spec_path: tuple[Any, ...], field_path: str) -> tuple[Any, ...]:
+    """The values path of a Pod field the scheduler named, where it is a plain key of the
+    spec or an annotation (else the spec itself)."""
+    key = field_path.removeprefix("spec.")
+    if key != field_path and re.fullmatch(r"[A-Za-z]+", key):
+        return (*spec_path, key)
+    found = re.fullmatch(r"metadata\.annotations\[(.+)\]", field_path)
+    if found and spec_path[-1] == "spec":  # a Pod: its metadata is beside its spec
+        return (*spec_path[:-1], "metadata", "annotations", found.group(1))
+    return spec_path
+
+
+def _scheduled_pods(
+    ctx: RuleContext, name: str | None
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """(path, Pod) for each Pod or Pod template in extraObjects with ``schedulerName: name``
+    (with no name set, any schedulerName but the default one)."""
+    for index, obj in enumerate(as_list(ctx.values.get("extraObjects"))):
+        if not isinstance(obj, dict):
+            continue
+        spec, path = as_map(obj.get("spec")), ("extraObjects", index, "spec")
+        meta = as_map(obj.get("metadata"))
+        if obj.get("kind") != "Pod":  # a workload: its Pod template (a CronJob's, nested)
+            if "jobTemplate" in spec:
+                spec, path = as_map(as_map(spec["jobTemplate"]).get("spec")), (
+                    *path, "jobTemplate", "spec",
+                )  # fmt: skip
+            template = as_map(spec.get("template"))
+            spec, meta = as_map(template.get("spec")), as_map(template.get("metadata"))
+            path = (*path, "template", "spec")
+        wanted = spec.get("schedulerName")
+        if not wanted or (wanted != name if name else wanted == "default-scheduler"):
+            continue
+        pod = {"metadata": {"name": "x", "namespace": "x", "uid": "x", **meta}, "spec": spec}
+        yield path, pod
+
+
+@rule(
+    "SUNK033",
+    "scheduler-needs-syncer",
+    "error",
+    "The Pod Scheduler runs beside the Syncer: its placeholder jobs take strict node locks "
+    "through the Syncer's hook, and it talks to slurmrestd with a JWT.",
+    "set syncer.enabled, rest.enabled and jwt.enabled, or scheduler.enabled: false",
+)
+def scheduler_needs_syncer(ctx: RuleContext) -> Iterator[Hit]:
+    if as_map(ctx.values.get("scheduler")).get("enabled") is not True:
         return
-    limit = kill_wait - 5
-    pods = [(("login",), "login", as_map(ctx.values.get("login")))]
-    pods += [((*NODES, n), f"group `{n}`", g) for n, g in ctx.groups.items()]
-    for path, label, spec in pods:
-        grace = spec.get("terminationGracePeriodSeconds")
-        if isinstance(grace, int) and not isinstance(grace, bool) and grace >= limit:
-            yield Hit(
-                (*path, "terminationGracePeriodSeconds"),
-                f"{label}: terminationGracePeriodSeconds {grace} must be below "
-                f"scheduler.killWait − 5 = {limit}",
-            )
+    for key in ("syncer", "rest", "jwt"):
+        if as_map(ctx.values.get(key)).get("enabled") is False:
+            yield Hit((key, "enabled"), f"scheduler.enabled needs {key}.enabled")
 
 
 @rule(

@@ -1,0 +1,1 @@
+"""The SUNK Pod Scheduler: Kubernetes Pods placed through Slurm placeholder jobs."""
