@@ -34,7 +34,15 @@ global:
 PARTITIONS = (
     SHARED
     + """
+# The Pod Scheduler, and slurmd Pods that leave CPU on their Nodes for the Pods it places
+# (Slurm's CPU count comes from the limits).
+scheduler:
+  enabled: true
 compute:
+  nodes:
+    cpu:
+      resources:
+        requests: {cpu: "1", memory: 1Gi}
   partitions:
     - {name: batch, nodeSets: [ALL], default: true}
     - {name: short, nodeSets: [ALL], config: {MaxTime: "00:30:00"}}
@@ -431,6 +439,92 @@ def test_the_syncer_releases_a_lock_whose_epilog_never_came(slurm: SlurmDeployme
     started = time.monotonic()
     slurm.wait(f"the stale lock of {node} released", lambda: _unlocked(slurm, node), 120, 1)
     assert time.monotonic() - started > 20  # not before the grace for a starting job
+
+
+def _scheduled_pod(slurm: SlurmDeployment, name: str) -> dict:
+    """A Pod for the Pod Scheduler (the chart names it <namespace>-<release>)."""
+    return slurm.cluster.client.create(
+        f"/api/v1/namespaces/{slurm.namespace}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": f"{slurm.namespace}-{slurm.release}",
+                "terminationGracePeriodSeconds": 2,
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": "registry.k8s.io/pause:3.10.1",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def _running(slurm: SlurmDeployment, name: str) -> dict | None:
+    pod = _pod(slurm, name)
+    return pod if pod and (pod.get("status") or {}).get("phase") == "Running" else None
+
+
+def _squeue(slurm: SlurmDeployment) -> dict[str, tuple[str, str, str]]:
+    """job id → (name, state, nodes), as a user on the login Pod sees them."""
+    out = slurm.login("squeue", "-h", "-o", "%i|%j|%T|%N")
+    return {f[0]: (f[1], f[2], f[3]) for f in (line.split("|") for line in out.split()) if f[0]}
+
+
+def _events(slurm: SlurmDeployment, name: str, reason: str) -> list[dict]:
+    events = slurm.cluster.client.list(f"/api/v1/namespaces/{slurm.namespace}/events")
+    return [e for e in events if e["involvedObject"]["name"] == name and e["reason"] == reason]
+
+
+def test_a_pod_for_the_pod_scheduler_runs_where_slurm_placed_its_placeholder(
+    slurm: SlurmDeployment,
+):
+    """A Pod that names the scheduler gets a placeholder job; once the job runs (past the
+    prolog, which strict-locks the Node), the Pod is bound to the Node of the slurmd Pod Slurm
+    allocated and runs there beside the lock. `scancel` of the placeholder deletes the Pod."""
+    name = f"sched-{uuid.uuid4().hex[:6]}"
+    _scheduled_pod(slurm, name)
+    pod = slurm.wait(f"Pod {name} running", lambda: _running(slurm, name), 180, 1)
+    annotations = pod["metadata"]["annotations"]
+    job, slurm_node = (
+        annotations["sunk.coreweave.com/slurm-job"],
+        annotations["sunk.coreweave.com/slurm-node"],
+    )
+    node = pod["spec"]["nodeName"]
+    try:
+        # squeue shows the placeholder, running on the slurmd Pod of the Pod's Node
+        assert _squeue(slurm)[job] == (f"pod-{slurm.namespace}-{name}", "RUNNING", slurm_node)
+        slurmd = _pod(slurm, slurm_node)
+        assert slurmd is not None and slurmd["spec"]["nodeName"] == node, slurmd
+        # the placeholder holds a strict lock on the Node; the Pod it placed is not evicted
+        assert _lock_state(slurm, node) == ("locked_strict", f"{job}:strict", True)
+        assert _running(slurm, name)
+        assert len(_events(slurm, name, "Scheduled")) == 1
+    finally:
+        slurm.login("scancel", job)
+    slurm.wait(f"Pod {name} deleted after scancel", lambda: _pod(slurm, name) is None, 120, 1)
+    (event,) = _events(slurm, name, "SlurmJobEnded")
+    assert f"placeholder job {job} ended in Slurm" in event["message"], event
+    slurm.wait(f"job {job} gone", lambda: job not in _squeue(slurm), 120, 1)
+    slurm.wait(f"{node} unlocked", lambda: _unlocked(slurm, node), 120, 1)
+
+
+def test_deleting_a_scheduled_pod_ends_its_placeholder_job(slurm: SlurmDeployment):
+    name = f"sched-{uuid.uuid4().hex[:6]}"
+    _scheduled_pod(slurm, name)
+    pod = slurm.wait(f"Pod {name} running", lambda: _running(slurm, name), 180, 1)
+    job, node = (
+        pod["metadata"]["annotations"]["sunk.coreweave.com/slurm-job"],
+        pod["spec"]["nodeName"],
+    )
+    assert _squeue(slurm)[job][1] == "RUNNING"
+    slurm.cluster.client.delete(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
+    slurm.wait(f"job {job} ended", lambda: job not in _squeue(slurm), 120, 1)
+    slurm.wait(f"{node} unlocked", lambda: _unlocked(slurm, node), 120, 1)
 
 
 NODESET = "cpu"  # examples/minimal-cpu.yaml: one node group, replicas 2
