@@ -82,7 +82,12 @@ def pod(name: str, scheduler: str | None) -> dict[str, Any]:
     }
     if scheduler:
         spec["schedulerName"] = scheduler
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
 
 
 async def burst(kube: Kube, count: int, prefix: str, scheduler: str | None) -> list[float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sunk.operator import names
@@ -145,18 +146,18 @@ class PodScheduler:
         for pod, why in actions.delete_pod:
             await self._delete(pod, why)
         for pod, rejected in actions.reject:
-            await self._condition(pod, "SlurmRejected", rejected.args[0], warning=True)
-        for pod, placeholder in actions.submit:
-            job_id = await restd.submit(placeholder.script(), placeholder.job())
-            self._fast_until = time.monotonic() + FAST_FOR
-            self.log.info("Pod %s: submitted placeholder job %s", placeholder.pod.key, job_id)
-            await self._annotate(pod, {ANN_JOB: str(job_id)})
-        for pod, job_id in actions.adopt:
-            await self._annotate(pod, {ANN_JOB: str(job_id)})
-        for pod, why in actions.wait:
-            await self._condition(pod, "SlurmPending", why, warning=False)
-        for pod, job, node in actions.bind:
-            await self._bind(pod, job, node)
+            await self._condition(pod, rejected.args[0], "SlurmRejected", warning=True)
+        # A burst of Pods: submits as parallel as the slurmrestd pool, the rest a little more.
+        await _each(actions.submit, lambda a: self._submit(restd, *a), self._options["pool_size"])
+        await _each(actions.adopt, lambda a: self._annotate(a[0], {ANN_JOB: str(a[1])}))
+        await _each(actions.wait, lambda a: self._condition(*a, "SlurmPending", warning=False))
+        await _each(actions.bind, lambda a: self._bind(*a))
+
+    async def _submit(self, restd: Slurmrestd, pod: dict[str, Any], placeholder: Any) -> None:
+        job_id = await restd.submit(placeholder.script(), placeholder.job())
+        self._fast_until = time.monotonic() + FAST_FOR
+        self.log.info("Pod %s: submitted placeholder job %s", placeholder.pod.key, job_id)
+        await self._annotate(pod, {ANN_JOB: str(job_id)})
 
     async def _annotate(self, pod: dict[str, Any], annotations: dict[str, str]) -> None:
         meta = pod["metadata"]
@@ -170,7 +171,7 @@ class PodScheduler:
                 raise
 
     async def _condition(
-        self, pod: dict[str, Any], reason: str, message: str, warning: bool
+        self, pod: dict[str, Any], message: str, reason: str, warning: bool
     ) -> None:
         """PodScheduled=False with why, and an Event, only when that changed (a restart or
         the next pass does not repeat it)."""
@@ -242,6 +243,21 @@ class PodScheduler:
         except ApiError as exc:
             if exc.status != 404:
                 raise
+
+
+async def _each(items: list[Any], work: Callable[[Any], Awaitable[None]], limit: int = 8) -> None:
+    """``work`` on every item, at most ``limit`` at a time; every item is tried, then the
+    first failure is raised (the next pass retries what failed)."""
+    guard = asyncio.Semaphore(max(1, limit))
+
+    async def one(item: Any) -> None:
+        async with guard:
+            await work(item)
+
+    results = await asyncio.gather(*(one(i) for i in items), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 _LOCK_TOLERATION = {"key": lock.TAINT["key"], "operator": "Exists", "effect": "NoExecute"}
