@@ -114,6 +114,7 @@ async def serve(args: argparse.Namespace) -> None:
         elector = LeaderElector(Kube(config), args.leader_election_namespace)
         await elector.acquire()
         keeping = asyncio.get_running_loop().create_task(elector.keep())
+        rt.leading = elector.holding
     rt.metrics.leader = 1
     try:
         await kopf.operator(

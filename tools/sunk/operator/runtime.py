@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import kopf
@@ -68,12 +69,17 @@ class Runtime:
     cluster_generations: dict[tuple[str, str], int | None] = field(default_factory=dict)
     # What no watch reports (a deleted key Secret, say) is seen at the next resync.
     resync_seconds: float = RESYNC_SECONDS
+    # Whether this replica may act (the leader's lease is fresh); always, without election.
+    leading: Callable[[], bool] = field(default=lambda: True)
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
 
     async def reconcile(self, key: Hashable) -> None:
         kind, ns, name = key  # type: ignore[misc]
+        if not self.leading():  # stopped past the renew deadline: another replica may lead
+            log.error("the leader lease is not fresh; exiting before acting on %s", key)
+            os._exit(1)
         plural = "slurmclusters" if kind == "SlurmCluster" else "nodesets"
         body = await self.kube.get(path_for(API_VERSION, plural, ns, name))
         if body is None:
@@ -173,6 +179,7 @@ class Runtime:
             on_change=lambda: self.enqueue_nodesets(ns, cluster),
             metrics=self.slurm_metrics,
             locking=spec.locks_nodes(),
+            active=self.leading,
         )
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)
@@ -226,6 +233,7 @@ class Runtime:
             pool_size=config.slurm.poolSize,
             persistent=config.slurm.usePersistentConnection,
             log_level=spec.syncer.logLevel,
+            active=self.leading,
         )
         task = asyncio.get_running_loop().create_task(scheduler.run())
         self.schedulers[(ns, name)] = RunningScheduler(options, scheduler, task)

@@ -43,12 +43,15 @@ class PodScheduler:
         pool_size: int = 5,
         persistent: bool = True,
         log_level: str = "info",
+        active: Callable[[], bool] | None = None,
     ) -> None:
-        """``namespaces``: where its Pods may be; None for every namespace."""
+        """``namespaces``: where its Pods may be; None for every namespace. ``active``: false
+        while this replica may not act (not the leader now): passes are skipped."""
         self.kube, self.namespace, self.cluster, self.name = kube, namespace, cluster, name
         self.rest_url, self.jwt_secret, self.settings = rest_url, jwt_secret, settings
         self.namespaces, self.poll = namespaces, poll
         self._options = {"pool_size": pool_size, "persistent": persistent}
+        self.active = active or (lambda: True)
         self.log = logging.getLogger(f"sunk.scheduler.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
         self.restd: Slurmrestd | None = None
@@ -71,7 +74,8 @@ class PodScheduler:
             while True:
                 starting = False
                 try:
-                    starting = await self.schedule_once()
+                    if self.active():
+                        starting = await self.schedule_once()
                     self._last_error = ""
                 except asyncio.CancelledError:
                     raise

@@ -51,12 +51,14 @@ class Syncer:
         on_change: Callable[[], None] | None = None,
         metrics: SlurmMetrics | None = None,
         locking: bool = True,
+        active: Callable[[], bool] | None = None,
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
         self.on_change = on_change
         self.metrics = metrics
         self.locking, self.locker = locking, Locker(kube)
+        self.active = active or (lambda: True)  # false: not the leader now; skip passes
         self._metrics_at = 0.0
         self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
@@ -113,7 +115,8 @@ class Syncer:
         try:
             while True:
                 try:
-                    await self.sync_once()
+                    if self.active():
+                        await self.sync_once()
                     self._last_error = ""
                 except asyncio.CancelledError:
                     raise
