@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -279,10 +280,11 @@ def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
             "-v", f"{prolog_d}:/etc/slurm/prolog.d:ro",
         )  # fmt: skip
         # The first node registers with the renderer's string, the second derives its size
-        # from its cgroup limits (--cpus / --memory) and adds the group's feature.
+        # from its cgroup limits (--cpus / --memory) and adds the group's feature. The second
+        # runs a site's image built FROM ours (examples/custom-slurmd), as a user would.
         c.run(NODES[0], ref("slurmd"),
               opts=(*slurmd_opts, "-e", f"SUNK_SLURMD_CONF={registration}"))  # fmt: skip
-        c.run(NODES[1], ref("slurmd"),
+        c.run(NODES[1], custom_slurmd(),
               opts=(*slurmd_opts, "--cpus", "1", "--memory", "2g",
                     "-e", "SUNK_NODE_FEATURES=cpu",
                     "-e", "SUNK_RESERVED_MEMORY_MIB=512"))  # fmt: skip
@@ -298,6 +300,16 @@ def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
 
 
 LOGIN = f"{CLUSTER}-login"
+REPO = Path(__file__).resolve().parents[2]
+CUSTOM = REPO / "examples" / "custom-slurmd"
+CUSTOM_REF = "opensunk-test/slurmd-custom:smoke"
+
+
+def custom_slurmd() -> str:
+    """examples/custom-slurmd built on the slurmd image just built (docker caches the layer)."""
+    sh("docker", "build", "--network", "host", "-q", "-t", CUSTOM_REF,
+       "--build-arg", f"SUNK_SLURMD={ref('slurmd')}", str(CUSTOM), timeout=600)  # fmt: skip
+    return CUSTOM_REF
 
 
 @pytest.fixture(scope="module")
@@ -339,6 +351,20 @@ def test_jobs_run_on_both_nodes_and_are_accounted(ready: Cluster):
     wait_for(f"job {job} COMPLETED in sacct (slurmdbd + MariaDB)", accounted, cluster, 60)
     clusters = cluster.exec(LOGIN, "sacctmgr", "-n", "-P", "list", "cluster", "format=cluster")
     assert CLUSTER in clusters.stdout.split(), clusters
+
+
+def test_a_node_on_a_site_image_built_from_ours_runs_jobs_with_its_tools(ready: Cluster):
+    """examples/custom-slurmd: FROM our slurmd, plus a package and a file. The node registers
+    and runs jobs through the same entrypoint, and its jobs see what the site added."""
+    out = ready.exec(
+        LOGIN, "srun", "-w", NODES[1], "sh", "-c",
+        "echo '{\"a\": 1}' | jq .a; cat /etc/sunk-site/motd-note.txt", timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout, out.stderr, ready.logs())
+    assert out.stdout.splitlines()[0] == "1", out.stdout
+    assert "research group" in out.stdout
+    plain = ready.exec(LOGIN, "srun", "-w", NODES[0], "sh", "-c", "command -v jq || echo none")
+    assert plain.stdout.strip() == "none", plain.stdout  # our image, without the site's tools
 
 
 def test_daemons_run_as_their_users(ready: Cluster):
