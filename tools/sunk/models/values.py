@@ -708,9 +708,30 @@ class SlurmValues(Strict):
 # --------------------------------------------------------------------------- sunk chart
 
 
-class MetricsScrape(Strict):
+def only_where_served(what: str, api: str) -> str:
+    """The description of a switch whose object is rendered only where its API is served."""
+    return (
+        f"Render {what}, only where the cluster serves `{api}` (a missing CRD must not fail "
+        f"the install; NOTES warn instead). `helm install`/`upgrade` ask the cluster; "
+        f"`helm template` knows only what `--api-versions {api}` tells it."
+    )
+
+
+PODMONITOR_API = "monitoring.coreos.com/v1/PodMonitor"
+VMPODSCRAPE_API = "operator.victoriametrics.com/v1beta1/VMPodScrape"
+PROMETHEUSRULE_API = "monitoring.coreos.com/v1/PrometheusRule"
+
+
+class PodMonitorScrape(Strict):
     enabled: bool = Field(
-        default=False, description="Render the scrape object (only where its API is served)."
+        default=False, description=only_where_served("a PodMonitor", PODMONITOR_API)
+    )
+    interval: str = Field(default="30s", description="Scrape interval.")
+
+
+class VMPodScrapeValues(Strict):
+    enabled: bool = Field(
+        default=False, description=only_where_served("a VMPodScrape", VMPODSCRAPE_API)
     )
     interval: str = Field(default="30s", description="Scrape interval.")
 
@@ -811,14 +832,15 @@ class Operator(Strict):
         ge=0,
         le=65535,
         description="Port of the lock hook that job prologs and epilogs call (node locking); "
-        "served by every replica behind the Service `<release>-operator-hook`. 0 turns the hook "
-        "off: jobs then run unlocked.",
+        "served by every replica behind the Service `<fullname>-operator-hook` "
+        "(`sunk-operator-hook` for a release named `sunk`). 0 turns the hook off: jobs then "
+        "run unlocked.",
     )
-    podMonitor: MetricsScrape = Field(
-        default_factory=MetricsScrape, description="Prometheus Operator PodMonitor."
+    podMonitor: PodMonitorScrape = Field(
+        default_factory=PodMonitorScrape, description="Prometheus Operator PodMonitor."
     )
-    vmPodScrape: MetricsScrape = Field(
-        default_factory=MetricsScrape, description="VictoriaMetrics VMPodScrape."
+    vmPodScrape: VMPodScrapeValues = Field(
+        default_factory=VMPodScrapeValues, description="VictoriaMetrics VMPodScrape."
     )
 
 
@@ -872,7 +894,7 @@ class GrafanaDashboard(Strict):
 class PrometheusRuleValues(Strict):
     enabled: bool = Field(
         default=False,
-        description="Render Slurm alerts as a PrometheusRule (only where its API is served).",
+        description=only_where_served("Slurm alerts as a PrometheusRule", PROMETHEUSRULE_API),
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
