@@ -23,8 +23,8 @@ SUFFIXES = {
     "ServiceAccount": ("-operator", "-operator-test"),
     "ClusterRole": ("-operator", "-operator-test"),
     "ClusterRoleBinding": ("-operator", "-operator-test"),
-    "Role": ("-operator-leader-election", "-operator-test"),
-    "RoleBinding": ("-operator-leader-election", "-operator-test"),
+    "Role": ("-operator-leader-election", "-operator-test", "-operator"),
+    "RoleBinding": ("-operator-leader-election", "-operator-test", "-operator"),
     "Service": ("-operator-metrics", "-operator-hook"),
     "Pod": "-operator-test",
     "DaemonSet": "-nvidia-device-plugin",
@@ -37,6 +37,7 @@ NAMES_ON = (
     *ALL_ON,
     "metrics.dashboard.enabled=true",
     "metrics.prometheusRule.enabled=true",
+    "operator.watchNamespaces={tenant-a}",  # the operator's Role and binding there
 )
 APIS = (*API_VERSIONS, "monitoring.coreos.com/v1/PrometheusRule")
 
@@ -94,7 +95,7 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == account
     assert test_pod["spec"]["serviceAccountName"] == test_account
     bindings = [d for (k, _), d in seen.items() if k.endswith("RoleBinding")]
-    assert len(bindings) == 4
+    assert len(bindings) == 5
     for binding in bindings:
         role = binding["roleRef"]
         assert (role["kind"], role["name"]) in seen
