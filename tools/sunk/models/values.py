@@ -401,7 +401,44 @@ class ClusterCompute(Strict):
     mounts: list[Mount] = Field(default_factory=list, description="PVC mounts on all groups.")
 
 
+class Switch(Strict):
+    enabled: bool = Field(default=False, description="Turn it on.")
+
+
+NOT_ACTED_ON_SUNK = "Not acted on yet: accepted so that SUNK values files validate."
+
+
 class Compute(ClusterCompute):
+    # SUNK's documented compute keys that nothing here reads (values only: the chart does not
+    # put them into the SlurmCluster); sunk.models.not_acted_on lists them for SUNK027.
+    dynamic: bool = Field(
+        default=True,
+        description="SUNK: dynamic Slurm nodes (true) or cloud nodes (false). Not acted on "
+        "yet: every slurmd here registers as a dynamic node, whatever this says.",
+    )
+    securityContext: dict[str, Any] | None = open_object(
+        "SUNK: the slurmd containers' securityContext (e.g. `{privileged: true}`). Not acted "
+        "on yet: set it in `compute.nodeDefaults` or a group (slurmd is privileged unless a "
+        "group sets its own).",
+        default=None,
+    )
+    ssh: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: direct SSH into compute Pods. " + NOT_ACTED_ON_SUNK,
+    )
+    autoPartition: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: partitions made from Node labels. " + NOT_ACTED_ON_SUNK,
+    )
+    gpusd: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: GPU straggler detection (GPUSD) on compute Pods. " + NOT_ACTED_ON_SUNK,
+    )
+    cacheDropper: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: a sidecar that drops the OS page cache now and then. "
+        + NOT_ACTED_ON_SUNK,
+    )
     updateStrategy: UpdateStrategy = Field(
         default_factory=UpdateStrategy,
         description="How slurmd Pods are replaced when their template changes.",
