@@ -745,6 +745,12 @@ class SlurmValues(Strict):
 # --------------------------------------------------------------------------- sunk chart
 
 
+KEEPS_LOCK_TOLERATION = (
+    "The node lock's (`sunk.coreweave.com/lock`, NoExecute) is added when none of these "
+    "tolerates it, so a list of your own does not get the Pods evicted from locked Nodes."
+)
+
+
 def only_where_served(what: str, api: str) -> str:
     """The description of a switch whose object is rendered only where its API is served."""
     return (
@@ -829,7 +835,8 @@ class Operator(Strict):
         description="Operator resources.",
     )
     tolerations: list[Toleration] = Field(
-        default_factory=lambda: [LOCK_TOLERATION], description="Operator tolerations."
+        default_factory=lambda: [LOCK_TOLERATION],
+        description="Operator tolerations. " + KEEPS_LOCK_TOLERATION,
     )
     affinity: dict[str, Any] | None = open_object("Operator affinity (raw).", default=None)
     nodeSelector: dict[str, str] = Field(default_factory=dict, description="Node selector.")
@@ -900,7 +907,7 @@ class DevicePlugin(Strict):
             Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
             LOCK_TOLERATION,
         ],
-        description="Device plugin tolerations.",
+        description="Device plugin tolerations. " + KEEPS_LOCK_TOLERATION,
     )
 
 
