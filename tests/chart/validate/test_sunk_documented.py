@@ -78,6 +78,11 @@ def test_overlapping_groups_are_a_warning_that_explains_the_claim(report):
     assert "NodeConflict" in gpu["message"]
 
 
+def test_a_quoted_sku_cpu_is_a_number_in_the_nodeset(objects):
+    (gpu,) = [d for d in objects("slurm", FIXTURE) if d["metadata"].get("name") == "gpu-workers"]
+    assert gpu["spec"]["skuCpu"] == 4
+
+
 def _leaves(node: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Key paths of the file's values: scalars, lists and empty maps are leaves."""
     if isinstance(node, dict) and node:

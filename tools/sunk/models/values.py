@@ -7,7 +7,7 @@ chart's values.yaml, values.schema.json and README table.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -27,6 +27,7 @@ from sunk.models.base import (
     ConfKey,
     ConfText,
     ConfWord,
+    CpuCount,
     Feature,
     FeaturePrefix,
     IntOrPercent,
@@ -288,11 +289,11 @@ class NodeGroup(PodOptions):
         description="GPU GRES as `type:count` (e.g. `h100:8`) or a count; null for none.",
         pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$",
     )
-    skuCpu: int | None = Field(
+    # SUNK's values files quote it (`skuCpu: "4"`); the chart writes a number either way.
+    skuCpu: Annotated[int, Field(ge=1, le=SLURM_CPUS_MAX)] | CpuCount | None = Field(
         default=None,
-        ge=1,
-        le=SLURM_CPUS_MAX,
-        description="CPUs Slurm schedules; default: the pod's CPU limit.",
+        description='CPUs Slurm schedules (a number, or SUNK\'s quoted `"4"`); default: the '
+        "pod's CPU limit.",
     )
     features: Features | None = Field(default=None, description="Slurm node features.")
     staticFeatures: list[Feature] | None = Field(
