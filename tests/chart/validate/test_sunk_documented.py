@@ -102,7 +102,7 @@ def _without(values: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
 def _built(objects, tmp_path: Path, values: dict[str, Any]) -> str:
     """What the operator builds from the rendered chart: every control-plane object, a slurmd
     Pod of each NodeSet and what it plans that NodeSet's Pods with, the Slurm files and
-    registrations."""
+    registrations, and the Syncer's settings."""
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
     docs = objects("slurm", path)
@@ -134,6 +134,9 @@ def _built(objects, tmp_path: Path, values: dict[str, Any]) -> str:
         for ns in nodesets
     }
     built = {
+        # what the operator runs the cluster's Syncer with (operator/runtime.py, the removal
+        # grace period in nodeset/reconcile.py); the Syncer has no object of its own
+        "syncer": spec.syncer.model_dump(),
         "objects": desired_objects(ctx),
         "pods": pods,
         "files": rendered.files,
@@ -142,8 +145,21 @@ def _built(objects, tmp_path: Path, values: dict[str, Any]) -> str:
     return json.dumps(built, sort_keys=True, default=str)
 
 
-def _probe(value: Any) -> Any:
+def _enum(schema: dict[str, Any], path: tuple[str, ...]) -> list[Any]:
+    """The values the chart's schema allows at `path`, when it lists them."""
+    node: Any = schema
+    for key in path:
+        props = node.get("properties") or {}
+        node = props[key] if key in props else node.get("additionalProperties")
+        if not isinstance(node, dict):
+            return []
+    return node.get("enum") or []
+
+
+def _probe(value: Any, allowed: list[Any]) -> Any:
     """Another valid value of the same kind, or None when there is none to try."""
+    if allowed:
+        return next((v for v in allowed if v not in (value, None)), None)
     if isinstance(value, bool):
         return not value
     if isinstance(value, int | float):
@@ -187,27 +203,31 @@ def test_no_key_passes_silently(helm, objects, repo, tmp_path, path):
     ]
     everything = _built(objects, tmp_path, values)
 
-    def changes(changed: dict[str, Any]) -> bool:
+    def changes(changed: dict[str, Any], refused: bool) -> bool:
+        """Whether `changed` builds something else; `refused` when helm, the models or a
+        builder refuse it (a key that cannot be dropped matters; a refused probe proves
+        nothing)."""
         try:
             return _built(objects, tmp_path, changed) != everything
-        except (AssertionError, ValueError):  # helm, the models or a builder refuse it
-            return True
+        except (AssertionError, ValueError):
+            return refused
 
     chart_values = yaml.safe_load((repo / "charts/slurm/values.yaml").read_text())
+    schema = json.loads((repo / "charts/slurm/values.schema.json").read_text())
     silent = []
     checked = 0
     for leaf in _leaves(values):
         if any(leaf[: len(w)] == w for w in warned):
             continue
         checked += 1
-        if changes(_without(values, leaf)):
+        if changes(_without(values, leaf), refused=True):
             continue
         if _value(values, leaf) in ([], {}, None):
             continue  # names nothing to act on
         if _not_acted_on_at_default(chart_values, leaf, _value(values, leaf)):
             continue  # SUNK027 warns once it differs from the default
-        probe = _probe(_value(values, leaf))
-        if probe is None or not changes(_set(values, leaf, probe)):
+        probe = _probe(_value(values, leaf), _enum(schema, leaf))
+        if probe is None or not changes(_set(values, leaf, probe), refused=False):
             silent.append((".".join(leaf), _value(values, leaf)))
     assert silent == [], "\n".join(f"{k}: {v!r}" for k, v in silent)
     assert checked >= 20
