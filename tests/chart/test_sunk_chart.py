@@ -370,3 +370,38 @@ def test_device_plugin_takes_its_pull_policy(objects):
     (daemonset,) = [d for d in objects("sunk", sets=sets) if d["kind"] == "DaemonSet"]
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
     assert container["imagePullPolicy"] == "Always"
+
+
+def _tolerations(docs, kind):
+    return one(docs, kind)["spec"]["template"]["spec"]["tolerations"]
+
+
+def test_a_tolerations_list_of_your_own_keeps_the_lock_toleration(objects):
+    """The lock taint is NoExecute: an operator or device plugin Pod without it would be
+    evicted from every Node a Slurm job locks."""
+    lock = {"key": "sunk.coreweave.com/lock", "operator": "Exists", "effect": "NoExecute"}
+    on = ("nvidia-device-plugin.enabled=true",)
+    docs = objects("sunk", sets=on)
+    assert _tolerations(docs, "Deployment") == [lock]  # the default list, no duplicate
+    assert _tolerations(docs, "DaemonSet")[-1] == lock
+    own = objects(
+        "sunk",
+        sets=(
+            *on,
+            "operator.tolerations[0].key=dedicated",
+            "operator.tolerations[0].operator=Exists",
+            "nvidia-device-plugin.tolerations=null",
+        ),
+    )
+    assert _tolerations(own, "Deployment") == [{"key": "dedicated", "operator": "Exists"}, lock]
+    assert _tolerations(own, "DaemonSet") == [lock]
+    # A toleration that already covers it (every taint; the lock key without an effect) is
+    # enough; one for another effect is not.
+    for given, added in (
+        ({"operator": "Exists"}, False),
+        ({"key": "sunk.coreweave.com/lock", "operator": "Exists"}, False),
+        ({"key": "sunk.coreweave.com/lock", "operator": "Exists", "effect": "NoSchedule"}, True),
+    ):
+        sets = [f"operator.tolerations[0].{k}={v}" for k, v in given.items()]
+        tolerations = _tolerations(objects("sunk", sets=tuple(sets)), "Deployment")
+        assert tolerations == ([given, lock] if added else [given])

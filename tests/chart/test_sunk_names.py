@@ -1,6 +1,7 @@
 """The sunk chart's names fit Kubernetes' limits for every release name helm accepts: suffixes
 are added after the full name is cut, so a 53-character release (helm's maximum) or a
-63-character fullnameOverride still gives valid, distinct names that keep their suffix."""
+63-character fullnameOverride still gives valid, distinct names that keep their suffix, and
+every label value stays a valid label value. (kubeconform checks no lengths.)"""
 
 from __future__ import annotations
 
@@ -13,20 +14,32 @@ import yaml
 from tests.chart.test_sunk_chart import ALL_ON, API_VERSIONS
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # Services: RFC 1035 label
+# Most other objects: RFC 1123 subdomain, at most 253 characters.
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 SUFFIXES = {
     "Deployment": "-operator",
     "PodDisruptionBudget": "-operator",
     "ServiceAccount": ("-operator", "-operator-test"),
     "ClusterRole": ("-operator", "-operator-test"),
     "ClusterRoleBinding": ("-operator", "-operator-test"),
-    "Role": ("-operator-leader-election", "-operator-test"),
-    "RoleBinding": ("-operator-leader-election", "-operator-test"),
+    "Role": ("-operator-leader-election", "-operator-test", "-operator"),
+    "RoleBinding": ("-operator-leader-election", "-operator-test", "-operator"),
     "Service": ("-operator-metrics", "-operator-hook"),
     "Pod": "-operator-test",
     "DaemonSet": "-nvidia-device-plugin",
     "PodMonitor": "-operator",
     "VMPodScrape": "-operator",
+    "ConfigMap": "-slurm-dashboard",
+    "PrometheusRule": "-slurm",
 }
+NAMES_ON = (
+    *ALL_ON,
+    "metrics.dashboard.enabled=true",
+    "metrics.prometheusRule.enabled=true",
+    "operator.watchNamespaces={tenant-a}",  # the operator's Role and binding there
+)
+APIS = (*API_VERSIONS, "monitoring.coreos.com/v1/PrometheusRule")
 
 LONGEST = "r" * 53  # helm refuses longer release names
 CASES = {
@@ -40,9 +53,9 @@ CASES = {
 
 def template(helm, repo, release, sets):
     cmd = [helm, "template", release, str(repo / "charts/sunk"), "-n", "sunk"]
-    for item in (*ALL_ON, *sets):
+    for item in (*NAMES_ON, *sets):
         cmd += ["--set", item]
-    for api in API_VERSIONS:
+    for api in APIS:
         cmd += ["--api-versions", api]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -55,8 +68,14 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
     seen = {}
     for doc in docs:
         kind, name = doc["kind"], doc["metadata"]["name"]
+        assert len(name) <= 253 and DNS_SUBDOMAIN.match(name), f"{kind}/{name}"
+        for labels in _label_sets(doc):
+            for key, value in labels.items():
+                assert len(str(value)) <= 63, f"{kind}/{name} label {key}={value}"
+                assert LABEL_VALUE.match(str(value)), f"{kind}/{name} label {key}={value}"
         if kind == "CustomResourceDefinition":
             continue
+        # The chart's own names: DNS labels (what a Service needs), so each fits anywhere.
         assert len(name) <= 63, f"{kind}/{name}: {len(name)} characters"
         assert DNS_LABEL.match(name), f"{kind}/{name}: not a DNS label"
         suffix = SUFFIXES[kind]
@@ -64,8 +83,6 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
         assert "--" not in name, f"{kind}/{name}"
         assert (kind, name) not in seen
         seen[(kind, name)] = doc
-        for key, value in doc["metadata"].get("labels", {}).items():
-            assert len(str(value)) <= 63, f"{kind}/{name} label {key}={value}"
     assert set(SUFFIXES) <= {kind for kind, _ in seen}
 
     # The pieces still point at each other.
@@ -78,7 +95,7 @@ def test_names_fit_and_keep_their_suffix(helm, repo, release, sets):
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == account
     assert test_pod["spec"]["serviceAccountName"] == test_account
     bindings = [d for (k, _), d in seen.items() if k.endswith("RoleBinding")]
-    assert len(bindings) == 4
+    assert len(bindings) == 5
     for binding in bindings:
         role = binding["roleRef"]
         assert (role["kind"], role["name"]) in seen
@@ -102,3 +119,12 @@ def test_a_53_character_release_gets_the_longest_valid_service_name(helm, repo):
     (service,) = [d for d in docs if d["kind"] == "Service" and "metrics" in d["metadata"]["name"]]
     assert len(service["metadata"]["name"]) == 63
     assert service["metadata"]["name"] == ("r" * 53 + "-sunk")[:46] + "-operator-metrics"
+
+
+def _label_sets(doc):
+    """The object's labels, its Pod template's, and the label selectors it carries."""
+    spec = doc.get("spec") or {}
+    yield doc["metadata"].get("labels") or {}
+    yield ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    selector = spec.get("selector") or {}
+    yield selector.get("matchLabels", selector if doc["kind"] == "Service" else {})

@@ -12,6 +12,8 @@ from tests.cluster.conftest import SUNK_NS
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# Written only from SUNK's documentation (tests/chart/validate/test_sunk_documented.py).
+SUNK_DOCUMENTED = REPO / "tests/chart/validate/fixtures/sunk-documented.yaml"
 
 
 def test_operator_objects_stored(sunk_chart, kube):
@@ -21,7 +23,7 @@ def test_operator_objects_stored(sunk_chart, kube):
     assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in role["rules"])
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("example", [*EXAMPLES, SUNK_DOCUMENTED], ids=lambda p: p.stem)
 def test_slurm_release_for_every_example(sunk_chart, kube, namespace, example):
     sunk_chart("install", "slurm", str(REPO / "charts/slurm"), "-n", namespace, "-f", str(example))
     base = f"/apis/sunk.coreweave.com/v1alpha1/namespaces/{namespace}"

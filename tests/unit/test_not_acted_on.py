@@ -97,6 +97,11 @@ READERS = {
     "compute.pyxis.remapRoot": r"\bremapRoot\b",
     "compute.pyxis.enrootConfig": r"\benrootConfig\b",
     "compute.pyxis.appArmorProfile": r"\bappArmorProfile\b",
+    # values only: the chart does not put them into the SlurmCluster
+    **{
+        f"compute.{key}": rf"\bcompute\.{key}\b"
+        for key in ("dynamic", "securityContext", "ssh", "autoPartition", "gpusd", "cacheDropper")
+    },
 }
 # Read, but not for what the key promises (see their reasons), or open by design.
 NO_READER_CHECK = {"login.sshKeyVolume", "global.*"}

@@ -79,3 +79,23 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* A Pod's tolerations: the given list, plus the node lock's (NoExecute) unless one of them
+tolerates it already. A NoExecute taint evicts what does not tolerate it, so a values file
+that replaces the list cannot lose it. */}}
+{{- define "sunk.tolerations" -}}
+{{- $tols := . | default list -}}
+{{- $covered := false -}}
+{{- range $tols -}}
+{{- $key := .key | default "" -}}
+{{- $keyOk := or (eq $key "sunk.coreweave.com/lock") (and (eq $key "") (eq (.operator | default "") "Exists")) -}}
+{{- if and $keyOk (has (.effect | default "") (list "" "NoExecute")) -}}
+{{- $covered = true -}}
+{{- end -}}
+{{- end -}}
+{{- if not $covered -}}
+{{- $tols = append $tols (dict "key" "sunk.coreweave.com/lock" "operator" "Exists" "effect" "NoExecute") -}}
+{{- end -}}
+tolerations:
+  {{- toYaml $tols | nindent 2 }}
+{{- end -}}

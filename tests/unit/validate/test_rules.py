@@ -60,6 +60,27 @@ def test_disjoint_pools_do_not_overlap(check):
     assert "SUNK008" not in ids(check(text))
 
 
+def test_overlapping_groups_are_a_warning_that_explains_the_claim(check):
+    """SUNK allows groups without a Node pool: one NodeSet claims each Node at run time."""
+    text = (
+        "compute:\n  nodes:\n    a:\n      definitions: [cpu-epyc]\n"
+        "    b:\n      definitions: [cpu-epyc]\n"
+    )
+    report = check(text)
+    (finding,) = [f for f in report.findings if f.rule_id == "SUNK008"]
+    assert (str(finding.severity), finding.line, finding.key_path) == (
+        "warning",
+        5,
+        "compute.nodes.b",
+    )
+    assert "can land on the same Nodes as `a` (it has no required node affinity)" in (
+        finding.message
+    )
+    assert "one NodeSet only, the first to claim it" in finding.message
+    assert report.exit_code(strict=False) == 0
+    assert report.exit_code(strict=True) == 1
+
+
 def test_slurm_keys_are_case_insensitive(check):
     assert "defmempercpu" in slurm_conf_keys()
     report = check("slurmConfig:\n  defmempercpu: 1\n  SchedulerParamters: x\n")

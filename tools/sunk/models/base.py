@@ -72,6 +72,13 @@ IntOrPercent = Annotated[
     Field(json_schema_extra={"x-int-or-string": True}),
 ]
 
+# A CPU count written as text, as SUNK's values files do (`skuCpu: "4"`): 1 to 65535, the most
+# Slurm keeps in 16 bits (SLURM_CPUS_MAX).
+CPU_COUNT = (
+    r"^([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
+)
+CpuCount = Annotated[str, Field(pattern=CPU_COUNT)]
+
 # DNS-1123 label: Kubernetes object names we derive from node group names.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 

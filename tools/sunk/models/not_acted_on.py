@@ -84,6 +84,19 @@ TABLE: tuple[NotActedOn, ...] = (
     NotActedOn("compute.pyxis.enrootConfig", PYXIS_OPTIONS),
     NotActedOn("compute.pyxis.appArmorProfile", "no AppArmor profile is set on the compute pods"),
     NotActedOn(
+        "compute.dynamic",
+        "every slurmd registers as a dynamic Slurm node; there are no cloud nodes",
+    ),
+    NotActedOn(
+        "compute.securityContext",
+        "the chart does not pass it on; a group's or `compute.nodeDefaults`' `securityContext` "
+        "sets the slurmd container's",
+    ),
+    NotActedOn("compute.ssh", "nothing runs sshd in the compute Pods"),
+    NotActedOn("compute.autoPartition", "partitions come from the node groups and `partitions`"),
+    NotActedOn("compute.gpusd", "nothing installs GPUSD or opens its ports"),
+    NotActedOn("compute.cacheDropper", "no cache dropper sidecar is built"),
+    NotActedOn(
         "global.*",
         "`global` is open for parent charts; the slurm chart reads only `imageRegistry`, "
         "`imagePullSecrets`, `affinity`, `volumes` and `volumeMounts`",

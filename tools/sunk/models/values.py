@@ -28,6 +28,7 @@ from sunk.models.base import (
     ConfKey,
     ConfText,
     ConfWord,
+    CpuCount,
     Feature,
     FeaturePrefix,
     IntOrPercent,
@@ -289,11 +290,11 @@ class NodeGroup(PodOptions):
         description="GPU GRES as `type:count` (e.g. `h100:8`) or a count; null for none.",
         pattern=r"^([a-zA-Z0-9_]+:)?[0-9]+$",
     )
-    skuCpu: int | None = Field(
+    # SUNK's values files quote it (`skuCpu: "4"`); the chart writes a number either way.
+    skuCpu: Annotated[int, Field(ge=1, le=SLURM_CPUS_MAX)] | CpuCount | None = Field(
         default=None,
-        ge=1,
-        le=SLURM_CPUS_MAX,
-        description="CPUs Slurm schedules; default: the pod's CPU limit.",
+        description='CPUs Slurm schedules (a number, or SUNK\'s quoted `"4"`); default: the '
+        "pod's CPU limit.",
     )
     features: Features | None = Field(default=None, description="Slurm node features.")
     staticFeatures: list[Feature] | None = Field(
@@ -402,7 +403,44 @@ class ClusterCompute(Strict):
     mounts: list[Mount] = Field(default_factory=list, description="PVC mounts on all groups.")
 
 
+class Switch(Strict):
+    enabled: bool = Field(default=False, description="Turn it on.")
+
+
+NOT_ACTED_ON_SUNK = "Not acted on yet: accepted so that SUNK values files validate."
+
+
 class Compute(ClusterCompute):
+    # SUNK's documented compute keys that nothing here reads (values only: the chart does not
+    # put them into the SlurmCluster); sunk.models.not_acted_on lists them for SUNK027.
+    dynamic: bool = Field(
+        default=True,
+        description="SUNK: dynamic Slurm nodes (true) or cloud nodes (false). Not acted on "
+        "yet: every slurmd here registers as a dynamic node, whatever this says.",
+    )
+    securityContext: dict[str, Any] | None = open_object(
+        "SUNK: the slurmd containers' securityContext (e.g. `{privileged: true}`). Not acted "
+        "on yet: set it in `compute.nodeDefaults` or a group (slurmd is privileged unless a "
+        "group sets its own).",
+        default=None,
+    )
+    ssh: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: direct SSH into compute Pods. " + NOT_ACTED_ON_SUNK,
+    )
+    autoPartition: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: partitions made from Node labels. " + NOT_ACTED_ON_SUNK,
+    )
+    gpusd: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: GPU straggler detection (GPUSD) on compute Pods. " + NOT_ACTED_ON_SUNK,
+    )
+    cacheDropper: Switch = Field(
+        default_factory=Switch,
+        description="SUNK: a sidecar that drops the OS page cache now and then. "
+        + NOT_ACTED_ON_SUNK,
+    )
     updateStrategy: UpdateStrategy = Field(
         default_factory=UpdateStrategy,
         description="How slurmd Pods are replaced when their template changes.",
@@ -790,9 +828,36 @@ class SlurmValues(Strict):
 # --------------------------------------------------------------------------- sunk chart
 
 
-class MetricsScrape(Strict):
+KEEPS_LOCK_TOLERATION = (
+    "The node lock's (`sunk.coreweave.com/lock`, NoExecute) is added when none of these "
+    "tolerates it, so a list of your own does not get the Pods evicted from locked Nodes."
+)
+
+
+def only_where_served(what: str, api: str) -> str:
+    """The description of a switch whose object is rendered only where its API is served."""
+    return (
+        f"Render {what}, only where the cluster serves `{api}` (a missing CRD must not fail "
+        f"the install; NOTES warn instead). `helm install`/`upgrade` ask the cluster; "
+        f"`helm template` knows only what `--api-versions {api}` tells it."
+    )
+
+
+PODMONITOR_API = "monitoring.coreos.com/v1/PodMonitor"
+VMPODSCRAPE_API = "operator.victoriametrics.com/v1beta1/VMPodScrape"
+PROMETHEUSRULE_API = "monitoring.coreos.com/v1/PrometheusRule"
+
+
+class PodMonitorScrape(Strict):
     enabled: bool = Field(
-        default=False, description="Render the scrape object (only where its API is served)."
+        default=False, description=only_where_served("a PodMonitor", PODMONITOR_API)
+    )
+    interval: str = Field(default="30s", description="Scrape interval.")
+
+
+class VMPodScrapeValues(Strict):
+    enabled: bool = Field(
+        default=False, description=only_where_served("a VMPodScrape", VMPODSCRAPE_API)
     )
     interval: str = Field(default="30s", description="Scrape interval.")
 
@@ -853,7 +918,8 @@ class Operator(Strict):
         description="Operator resources.",
     )
     tolerations: list[Toleration] = Field(
-        default_factory=lambda: [LOCK_TOLERATION], description="Operator tolerations."
+        default_factory=lambda: [LOCK_TOLERATION],
+        description="Operator tolerations. " + KEEPS_LOCK_TOLERATION,
     )
     affinity: dict[str, Any] | None = open_object("Operator affinity (raw).", default=None)
     nodeSelector: dict[str, str] = Field(default_factory=dict, description="Node selector.")
@@ -893,14 +959,15 @@ class Operator(Strict):
         ge=0,
         le=65535,
         description="Port of the lock hook that job prologs and epilogs call (node locking); "
-        "served by every replica behind the Service `<release>-operator-hook`. 0 turns the hook "
-        "off: jobs then run unlocked.",
+        "served by every replica behind the Service `<fullname>-operator-hook` "
+        "(`sunk-operator-hook` for a release named `sunk`). 0 turns the hook off: jobs then "
+        "run unlocked.",
     )
-    podMonitor: MetricsScrape = Field(
-        default_factory=MetricsScrape, description="Prometheus Operator PodMonitor."
+    podMonitor: PodMonitorScrape = Field(
+        default_factory=PodMonitorScrape, description="Prometheus Operator PodMonitor."
     )
-    vmPodScrape: MetricsScrape = Field(
-        default_factory=MetricsScrape, description="VictoriaMetrics VMPodScrape."
+    vmPodScrape: VMPodScrapeValues = Field(
+        default_factory=VMPodScrapeValues, description="VictoriaMetrics VMPodScrape."
     )
 
 
@@ -923,7 +990,7 @@ class DevicePlugin(Strict):
             Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
             LOCK_TOLERATION,
         ],
-        description="Device plugin tolerations.",
+        description="Device plugin tolerations. " + KEEPS_LOCK_TOLERATION,
     )
 
 
@@ -954,7 +1021,7 @@ class GrafanaDashboard(Strict):
 class PrometheusRuleValues(Strict):
     enabled: bool = Field(
         default=False,
-        description="Render Slurm alerts as a PrometheusRule (only where its API is served).",
+        description=only_where_served("Slurm alerts as a PrometheusRule", PROMETHEUSRULE_API),
     )
     labels: dict[str, str] = Field(
         default_factory=dict,

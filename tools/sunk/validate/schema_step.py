@@ -18,6 +18,7 @@ from sunk.models.base import (
     CONF_KEY,
     CONF_VALUE,
     CONF_WORD,
+    CPU_COUNT,
     FEATURE,
     FEATURE_PREFIX,
     HOST,
@@ -42,6 +43,7 @@ _PATTERN_WORDS = {
     "starting and ending with a letter or digit)",
     "^([a-zA-Z0-9_]+:)?[0-9]+$": "a GPU GRES `type:count` such as `h100:8`, or a count",
     "^[0-9]+%$": "a percentage such as `10%`",
+    CPU_COUNT: "a whole number from 1 to 65535 (a number, or quoted as SUNK writes it)",
     "^sha256:[a-f0-9]{64}$": "a digest `sha256:<64 hex digits>`",
     "^[A-Za-z0-9_.-]+$": "a name of letters, digits, '_', '.' and '-'",
     QUANTITY_PATTERN: "a Kubernetes quantity such as 500m, 4Gi or 8 (at most 30 digits, a "

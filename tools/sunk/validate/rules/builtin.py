@@ -435,13 +435,24 @@ def _overlap(a: list[dict[str, Any]] | None, b: list[dict[str, Any]] | None) -> 
     return any(_terms_overlap(x, y) for x in a for y in b)
 
 
+# SUNK lets node groups overlap: each Node runs the Pod of one NodeSet only, the one that
+# claims it first (the Node label sunk.coreweave.com/nodeset), and our operator does the same.
+# So an overlap is legal but leaves the split of the Nodes to chance: a warning.
+CLAIM = (
+    "each Node runs the slurmd Pod of one NodeSet only, the first to claim it (Node label "
+    "sunk.coreweave.com/nodeset); the other NodeSet skips it and lists it in its NodeConflict "
+    "condition, so which group gets which of these Nodes is not fixed"
+)
+
+
 @rule(
     "SUNK008",
     "overlapping-group-affinity",
-    "error",
-    "Two node groups whose required node affinities can select the same Nodes.",
-    "bind each group to its own Nodes with a required node affinity on a distinct label value "
-    "(e.g. compute.coreweave.com/node-pool)",
+    "warning",
+    "Two node groups whose required node affinities can select the same Nodes (as SUNK does, "
+    "each Node is claimed by one NodeSet, whichever claims it first).",
+    "to decide which group gets which Nodes, bind each group with a required node affinity on "
+    "a distinct label value (e.g. compute.coreweave.com/node-pool)",
 )
 def overlapping_groups(ctx: RuleContext) -> Iterator[Hit]:
     active = {n: g for n, g in ctx.groups.items() if g.get("replicas") != 0}
@@ -460,7 +471,7 @@ def overlapping_groups(ctx: RuleContext) -> Iterator[Hit]:
         )
         others = ", ".join(f"`{o}`" for o in earlier)
         path = (*NODES, name, "affinity") if terms[name] is not None else (*NODES, name)
-        yield Hit(path, f"group `{name}` can land on the same Nodes as {others}: {why}")
+        yield Hit(path, f"group `{name}` can land on the same Nodes as {others} ({why}): {CLAIM}")
 
 
 @rule(
