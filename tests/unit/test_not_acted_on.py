@@ -82,10 +82,7 @@ def test_the_custom_resources_say_so_too():
 # now reads the key: drop its table entry (and the description's "Not acted on yet").
 READERS = {
     "scheduler.config.slurm.protocolVersion": r"\bprotocolVersion\b",
-    **{
-        f"scheduler.{key}": rf"\bscheduler\.{key}\b"
-        for key in not_acted_on.SCHEDULER_POD_KEYS
-    },
+    **{f"scheduler.{key}": rf"\bscheduler\.{key}\b" for key in not_acted_on.SCHEDULER_POD_KEYS},
     "nsscache.*": r"\bnsscache\.\w+",
     "controller.etcConfigMap": r"\betcConfigMap\b",
     "login.s6": r"\.s6\b",
@@ -195,8 +192,7 @@ def test_the_charts_own_values_files_do_not_fire(check, chart):
     assert sunk027(report) == set()
 
 
-EXPECTED_IN_EXAMPLES = {
-}
+EXPECTED_IN_EXAMPLES = {}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

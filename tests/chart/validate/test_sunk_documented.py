@@ -21,6 +21,7 @@ from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 from sunk.operator.cluster.objects import ClusterContext, desired_objects
 from sunk.operator.nodeset.pod import build_pod
 from sunk.operator.nodeset.reconcile import pod_context
+from sunk.scheduler.loop import scheduler_options
 from sunk.slurmconf import ClusterInputs, Endpoints, NodeSetInput, render_all
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sunk-documented.yaml"
@@ -137,6 +138,8 @@ def _built(objects, tmp_path: Path, values: dict[str, Any]) -> str:
         # what the operator runs the cluster's Syncer with (operator/runtime.py, the removal
         # grace period in nodeset/reconcile.py); the Syncer has no object of its own
         "syncer": spec.syncer.model_dump(),
+        # and its Pod Scheduler with, when it runs one (it too has no object of its own)
+        "scheduler": scheduler_options(spec, "ns") if spec.schedules() else None,
         "objects": desired_objects(ctx),
         "pods": pods,
         "files": rendered.files,

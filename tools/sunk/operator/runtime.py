@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import kopf
 from aiohttp import web
@@ -15,7 +16,6 @@ from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, GROUP, VERSION, SlurmClusterSpec
-from sunk.models.values import duration_seconds
 from sunk.operator import conditions, names
 from sunk.operator.cluster.reconcile import reconcile_cluster
 from sunk.operator.conditions import write_status
@@ -25,8 +25,7 @@ from sunk.operator.kube import Kube, KubeConfig, path_for
 from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import WorkQueue
-from sunk.scheduler.loop import PodScheduler
-from sunk.scheduler.podjob import Settings
+from sunk.scheduler.loop import PodScheduler, scheduler_options
 from sunk.syncer.loop import Syncer
 from sunk.syncer.slurm_metrics import SlurmMetrics
 
@@ -43,7 +42,7 @@ class RunningSyncer:
 
 @dataclass
 class RunningScheduler:
-    settings: tuple[object, ...]
+    settings: dict[str, Any]
     scheduler: PodScheduler
     task: asyncio.Task
 
@@ -200,41 +199,12 @@ class Runtime:
                 )
             self.stop_scheduler(ns, name)
             return
-        config = spec.scheduler.config
-        settings = Settings(
-            kill_wait=spec.scheduler.killWait,
-            termination_offset=duration_seconds(config.scheduler.terminationOffset),
-            gpu_types=dict(config.scheduler.gpuTypes),
-        )
-        options = (
-            spec.clusterName,
-            spec.scheduler_name(ns),
-            spec.scheduler_namespaces(ns),
-            settings,
-            duration_seconds(config.scheduler.pollInterval),
-            config.slurm.poolSize,
-            config.slurm.usePersistentConnection,
-            spec.syncer.logLevel,
-        )
+        options = scheduler_options(spec, ns)
         current = self.schedulers.get((ns, name))
         if current and current.settings == options and not current.task.done():
             return
         self.stop_scheduler(ns, name)
-        scheduler = PodScheduler(
-            self.kube,
-            ns,
-            spec.clusterName,
-            spec.scheduler_name(ns),
-            f"http://{names.rest(spec.clusterName)}.{ns}.svc:6820",
-            names.jwt_secret_of(spec),
-            settings,
-            spec.scheduler_namespaces(ns),
-            poll=max(0.5, duration_seconds(config.scheduler.pollInterval)),
-            pool_size=config.slurm.poolSize,
-            persistent=config.slurm.usePersistentConnection,
-            log_level=spec.syncer.logLevel,
-            active=self.leading,
-        )
+        scheduler = PodScheduler(self.kube, ns, **options, active=self.leading)
         task = asyncio.get_running_loop().create_task(scheduler.run())
         self.schedulers[(ns, name)] = RunningScheduler(options, scheduler, task)
 

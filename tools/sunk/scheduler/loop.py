@@ -13,6 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sunk.models.crds import SlurmClusterSpec
+from sunk.models.values import duration_seconds
 from sunk.operator import names
 from sunk.operator.conditions import now
 from sunk.operator.events import as_pod, emit
@@ -26,6 +28,28 @@ CONDITION = "PodScheduled"
 FAST_POLL = 1.0  # seconds between reads while a placeholder is starting
 FAST_FOR = 60.0  # ... for at most this long after the last submission
 KILL_AGAIN = 15.0  # seconds before a job still listed as holding its node is killed again
+
+
+def scheduler_options(spec: SlurmClusterSpec, namespace: str) -> dict[str, Any]:
+    """What the operator runs a cluster's Pod Scheduler with (``PodScheduler`` keywords): one
+    place turns ``scheduler.*`` into its settings, so a changed key restarts it."""
+    config = spec.scheduler.config
+    return {
+        "cluster": spec.clusterName,
+        "name": spec.scheduler_name(namespace),
+        "rest_url": f"http://{names.rest(spec.clusterName)}.{namespace}.svc:6820",
+        "jwt_secret": names.jwt_secret_of(spec),
+        "settings": Settings(
+            kill_wait=spec.scheduler.killWait,
+            termination_offset=duration_seconds(config.scheduler.terminationOffset),
+            gpu_types=dict(config.scheduler.gpuTypes),
+        ),
+        "namespaces": spec.scheduler_namespaces(namespace),
+        "poll": max(0.5, duration_seconds(config.scheduler.pollInterval)),
+        "pool_size": config.slurm.poolSize,
+        "persistent": config.slurm.usePersistentConnection,
+        "log_level": spec.syncer.logLevel,
+    }
 
 
 class PodScheduler:
