@@ -291,7 +291,16 @@ def nodeset_replicas_1000() -> dict[str, Any]:
     return _ready_nodeset(replicas=1000)[1]
 
 
-def nodeset_node_conflict() -> dict[str, Any]:
+def nodeset_pod_name_conflict() -> dict[str, Any]:
+    """Two Nodes whose addresses end alike map to one Pod name: one of them cannot be used."""
+    kube = _with_cluster(node("n1", "10.0.1.1"), node("n2", "10.1.1.1"))
+    kube.put(nodeset())
+    reconcile(kube, "NodeSet", "cpu")
+    pods_ready(kube)
+    return reconcile(kube, "NodeSet", "cpu")
+
+
+def nodeset_node_claimed_elsewhere() -> dict[str, Any]:
     taken = {names.LABEL_NODESET: "gpu", names.LABEL_NAMESPACE: NS}
     kube = _with_cluster(node("n1", "10.0.1.1", labels=taken), node("n2", "10.0.1.2"))
     kube.put(nodeset(name="gpu"))

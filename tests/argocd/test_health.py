@@ -29,7 +29,9 @@ MEMORY = "NodeSet cpu: memory 1Gi minus reservedMemory 2Gi leaves no memory for 
 OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
     (op.nodeset_invalid_spec, N, "Degraded", "Ready (InvalidSpec): 1 validation error"),
     (op.nodeset_impossible_sizing, N, "Degraded", f"Ready (ConfigInvalid): {MEMORY}"),
-    (op.nodeset_node_conflict, N, "Degraded", "NodeConflict (NodeConflict): n1: used by"),
+    (op.nodeset_pod_name_conflict, N, "Degraded", "NodeConflict (NodeConflict): n2: pod name"),
+    # SUNK's overlapping groups: the other NodeSet claimed n1 first; this one runs on n2
+    (op.nodeset_node_claimed_elsewhere, N, "Healthy", "1/1 nodes ready"),
     (op.nodeset_cluster_not_found, N, "Progressing", "Ready (ClusterNotFound): no SlurmCluster"),
     (op.nodeset_pods_starting, N, "Progressing", "Ready (Progressing): 0/2 ready"),
     (op.nodeset_rolling_update, N, "Progressing", "RollingUpdate (TemplateChanged): 2 Pods"),

@@ -314,9 +314,14 @@ def test_two_nodesets_racing_for_one_node(operator, kube, control_plane, op_name
         events = kube.list(
             f"/api/v1/namespaces/{ns}/events", field_selector=f"involvedObject.name={loser}"
         )
-        return [e for e in events if e["reason"] == "NodeConflict" and winner in e["message"]]
+        return [
+            e
+            for e in events
+            if e["reason"] == "NodeClaimedElsewhere" and winner in e["message"]
+            and e["type"] == "Normal"
+        ]  # fmt: skip
 
-    assert control_plane.wait_for(conflict_event, 30, "NodeConflict event naming the winner")
+    assert control_plane.wait_for(conflict_event, 30, "an Event naming the winner")
 
 
 def test_node_label_change_rerenders_topology(operator, kube, control_plane, op_namespaces):

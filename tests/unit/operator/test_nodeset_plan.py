@@ -150,10 +150,11 @@ def test_replicas_limit_and_scale_down_prefers_not_ready_then_newest():
     assert result.status["desiredNumberScheduled"] == 2
 
 
-def test_node_owned_by_another_nodeset_is_a_conflict():
+def test_node_owned_by_another_nodeset_is_left_to_it_not_a_conflict():
     taken = node("n0", "10.1.0.1", {names.LABEL_NODESET: "other", names.LABEL_NAMESPACE: "ns"})
     result = plan(nodeset(), OWNER, CTX, [taken, node("n1", "10.1.0.2")], [])
-    assert result.conflicts == {"n0": "used by NodeSet ns/other"}
+    assert result.claimed_elsewhere == {"n0": "used by NodeSet ns/other"}
+    assert result.conflicts == {}
     assert [p["spec"]["hostname"] for p in result.create] == ["gpu-000-002"]
 
 
@@ -216,7 +217,7 @@ def test_claim_from_a_namespace_not_watched_is_kept():
     result = plan(
         nodeset(), OWNER, CTX, [other], [], live_nodesets={("ns", "gpu")}, seen_namespaces=("ns",)
     )
-    assert result.conflicts == {"n0": "used by NodeSet other/cpu"}
+    assert result.claimed_elsewhere == {"n0": "used by NodeSet other/cpu"}
     assert result.claim == []
     mine = node("n1", "10.1.0.2", {names.LABEL_NODESET: "gone", names.LABEL_NAMESPACE: "ns"})
     result = plan(

@@ -80,7 +80,14 @@ NODE_CONFLICT = Reason(
     "NodeConflict",
     Health.DEGRADED,
     (NODESET,),
-    "a Node this NodeSet selects is used by another NodeSet, or two Nodes map to one Pod name",
+    "two Nodes this NodeSet selects map to one Pod name (same last two address octets)",
+)
+NODE_CLAIMED = Reason(
+    "NodeClaimedElsewhere",
+    Health.HEALTHY,
+    (NODESET,),
+    "Nodes this NodeSet could use run another NodeSet's slurmd Pod (it claimed them first): "
+    "SUNK's one-NodeSet-per-Node rule for overlapping groups, not an error",
 )
 NO_CONFLICT = Reason("NoConflict", Health.HEALTHY, (NODESET,), "no Node conflicts")
 TEMPLATE_CHANGED = Reason(
@@ -139,6 +146,7 @@ REASONS: tuple[Reason, ...] = (
     PODS_PROGRESSING,
     ALL_PODS_READY,
     NODE_CONFLICT,
+    NODE_CLAIMED,
     NO_CONFLICT,
     TEMPLATE_CHANGED,
     WAITING_FOR_JOBS,

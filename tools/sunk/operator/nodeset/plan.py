@@ -36,7 +36,9 @@ class Plan:
     release: list[str] = field(default_factory=list)  # Nodes whose claim we drop
     create: list[dict[str, Any]] = field(default_factory=list)
     delete: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason) to remove
-    conflicts: dict[str, str] = field(default_factory=dict)  # node → other NodeSet / reason
+    conflicts: dict[str, str] = field(default_factory=dict)  # node → why it cannot be used
+    # Nodes another NodeSet claimed first: SUNK's one-NodeSet-per-Node rule, not an error.
+    claimed_elsewhere: dict[str, str] = field(default_factory=dict)  # node → other NodeSet
     infeasible: dict[str, str] = field(default_factory=dict)  # node → reason
     status: dict[str, Any] = field(default_factory=dict)
     rolling: bool = False  # some Pods run an older template
@@ -159,7 +161,7 @@ def plan(
             and (owner_ns, owner_label) not in live_nodesets
         )
         if owner_label and not stale and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
-            result.conflicts[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
+            result.claimed_elsewhere[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
             continue
         name = pod_name(nodeset.prefix, internal_ip(node) or "")
         if name in taken_names:

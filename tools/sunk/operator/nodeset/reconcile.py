@@ -255,7 +255,7 @@ async def reconcile_nodeset(
     ]
     creatable = [p for p in result.create if _pinned_node(p) not in lost]
     for node_name in lost:
-        result.conflicts[node_name] = "claimed concurrently by another NodeSet"
+        result.claimed_elsewhere[node_name] = "claimed concurrently by another NodeSet"
     await _bounded([_release(kube, by_name[n]) for n in result.release])
     if link is not None and view is not None:
         # A name coming back (a replaced Pod) starts from a fresh Slurm node record.
@@ -366,6 +366,9 @@ def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str
     if result.conflicts:
         detail = "; ".join(f"{n}: {why}" for n, why in sorted(result.conflicts.items()))
         conds.append(conditions.condition("NodeConflict", True, reasons.NODE_CONFLICT, detail))
+    elif result.claimed_elsewhere:
+        detail = "; ".join(f"{n}: {why}" for n, why in sorted(result.claimed_elsewhere.items()))
+        conds.append(conditions.condition("NodeConflict", True, reasons.NODE_CLAIMED, detail))
     else:
         conds.append(conditions.condition("NodeConflict", False, reasons.NO_CONFLICT))
     if result.rolling:
@@ -414,5 +417,8 @@ async def _write_status(
     if new_conflict.get("status") == "True" and new_conflict.get("message") != old_conflict.get(
         "message"
     ):
-        await emit(kube, body, reasons.NODE_CONFLICT.name, new_conflict["message"])
+        reason = new_conflict["reason"]  # a Warning only for a conflict a human must fix
+        await emit(
+            kube, body, reason, new_conflict["message"], reason == reasons.NODE_CONFLICT.name
+        )
     return status
