@@ -149,3 +149,21 @@ def test_database_images_take_their_pull_policy():
     (moco,) = [o for o in desired_objects(ctx) if o["kind"] == "MySQLCluster"]
     (mysqld,) = moco["spec"]["podTemplate"]["spec"]["containers"]
     assert mysqld["imagePullPolicy"] == "Never"
+
+
+def test_only_the_daemons_that_verify_tokens_get_the_jwt_key():
+    """With the key anyone can mint a token for any user: slurmctld and slurmdbd verify
+    tokens and get it; slurmrestd and the login Pods only pass tokens on."""
+    objects = {
+        o["metadata"]["name"]: o
+        for o in desired_objects(context(rest={"enabled": True}, login={"enabled": True}))
+        if o["kind"] in ("StatefulSet", "Deployment")
+    }
+
+    def has_key(name: str) -> bool:
+        volumes = objects[name]["spec"]["template"]["spec"].get("volumes") or []
+        sources = [s for v in volumes for s in (v.get("projected") or {}).get("sources", [])]
+        return any((s.get("secret") or {}).get("name") == "c-jwt" for s in sources)
+
+    assert {n for n in objects if has_key(n)} == {"c-controller", "c-accounting"}
+    assert {"c-rest", "c-login"} <= set(objects)

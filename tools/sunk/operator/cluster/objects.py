@@ -137,19 +137,19 @@ def _lua_sources(ctx: ClusterContext, files: tuple[str, ...]) -> list[dict[str, 
     return refs
 
 
-def _config_volume(ctx: ClusterContext, lua: tuple[str, ...] = ()) -> dict[str, Any]:
-    sources = [
-        {"configMap": {"name": names.config_map(ctx.cluster)}},
-        {
-            "secret": {
-                "name": ctx.jwt_secret,
-                "items": [{"key": "jwt.key", "path": "jwt/jwt.key", "mode": 0o400}],
-            }
-        },
-    ]
+def _config_volume(
+    ctx: ClusterContext, lua: tuple[str, ...] = (), jwt_key: bool = False
+) -> dict[str, Any]:
+    """/etc/slurm. ``jwt_key``: only the daemons that sign and verify tokens (slurmctld,
+    slurmdbd) get the key; with it anyone could mint a token for any user, and slurmrestd and
+    the clients only pass tokens on."""
+    sources: list[dict[str, Any]] = [{"configMap": {"name": names.config_map(ctx.cluster)}}]
     if ctx.spec.compute.generateTopology:
-        sources.insert(1, {"configMap": {"name": names.topology_map(ctx.cluster)}})
-    sources[-1:-1] = _lua_sources(ctx, lua)
+        sources.append({"configMap": {"name": names.topology_map(ctx.cluster)}})
+    sources += _lua_sources(ctx, lua)
+    if jwt_key:
+        item = {"key": "jwt.key", "path": "jwt/jwt.key", "mode": 0o400}
+        sources.append({"secret": {"name": ctx.jwt_secret, "items": [item]}})
     return {"name": "slurm-config", "projected": {"sources": sources, "defaultMode": 0o444}}
 
 
@@ -327,7 +327,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     name = names.controller(ctx.cluster)
     container = _container(ctx, "slurmctld", opts, ["slurmctld"], 6817)
     container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
-    volumes = [_config_volume(ctx, CONTROLLER_FILES)]
+    volumes = [_config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
     pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
     pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
@@ -366,7 +366,7 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
             {"name": "SUNK_DB_WAIT", "value": f"{endpoints.storage_host}:{endpoints.storage_port}"}
         )
     volumes = [
-        _config_volume(ctx),
+        _config_volume(ctx, jwt_key=True),
         {
             "name": "slurmdbd-conf",
             "secret": {"secretName": names.dbd_secret(ctx.cluster), "defaultMode": 0o400},
