@@ -28,7 +28,11 @@ if [ ! -d "$datadir/mysql" ]; then
     if [ -n "${MARIADB_DATABASE:-}" ]; then
       echo "GRANT ALL ON $(sql_name "$MARIADB_DATABASE").* TO $(sql_string "$MARIADB_USER")@'%';"
     fi
-    if [ -n "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
+    # The root password: given (MARIADB_ROOT_PASSWORD, from a Secret), or random and never
+    # shown (MARIADB_RANDOM_ROOT_PASSWORD; nothing prints it, unlike the upstream image).
+    if [ -n "${MARIADB_ROOT_PASSWORD:-}" ]; then
+      echo "ALTER USER 'root'@'localhost' IDENTIFIED BY $(sql_string "$MARIADB_ROOT_PASSWORD");"
+    elif [ -n "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
       root=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
       echo "ALTER USER 'root'@'localhost' IDENTIFIED BY $(sql_string "$root");"
     fi

@@ -15,6 +15,7 @@ KEY_SECRETS = {
     "jwt": "slurm-jwt",
     "sshHostKeys": "slurm-login-hostkeys",
     "databasePassword": "slurm-db",
+    "databaseRootPassword": "slurm-db-root",
 }
 
 

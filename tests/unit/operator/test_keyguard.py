@@ -56,6 +56,7 @@ def test_slots_of_the_default_cluster():
         ("jwt", "c-jwt"),
         ("sshHostKeys", "c-login-hostkeys"),
         ("databasePassword", "c-db"),
+        ("databaseRootPassword", "c-db-root"),
     ]
 
 

@@ -193,6 +193,9 @@ class ClusterKeys(Strict):
     databasePassword: KeyRecord | None = Field(
         default=None, description="The MariaDB password of slurmdbd."
     )
+    databaseRootPassword: KeyRecord | None = Field(
+        default=None, description="The MariaDB root password (the database is created with it)."
+    )
 
 
 class SlurmClusterStatus(Strict):

@@ -84,6 +84,10 @@ def db_secret(cluster: str) -> str:
     return f"{cluster}-db"
 
 
+def db_root_secret(cluster: str) -> str:
+    return f"{cluster}-db-root"
+
+
 def dbd_secret(cluster: str) -> str:
     return f"{cluster}-slurmdbd-conf"
 

@@ -408,7 +408,13 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
             "name": "MARIADB_PASSWORD",
             "valueFrom": {"secretKeyRef": {"name": secret_name, "key": secret_key}},
         },
-        {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "1"},
+        # Never MARIADB_RANDOM_ROOT_PASSWORD: the image prints the password it generates.
+        {
+            "name": "MARIADB_ROOT_PASSWORD",
+            "valueFrom": {
+                "secretKeyRef": {"name": names.db_root_secret(ctx.cluster), "key": "password"}
+            },
+        },
     ]
     container: dict[str, Any] = {
         "name": "mariadb",
