@@ -31,6 +31,8 @@ NOT_ACTED_ON_RULES = {"SUNK027", "SUNK007"}
 EXPECTED_WARNINGS = {
     ("SUNK007", "compute.nodes.cpu-workers.nodeSelector"),
     ("SUNK008", "compute.nodes.gpu-workers"),
+    # SUNK's example exposes sshd through a LoadBalancer open to every address
+    ("SUNK034", "login.service.type"),
     ("SUNK008", "compute.nodes.my-gpu-nodes.affinity"),
     ("SUNK017", "compute.nodes.my-gpu-nodes"),
     ("SUNK027", "global.cks"),

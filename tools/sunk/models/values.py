@@ -222,14 +222,20 @@ class Rest(PodOptions):
 
 class LoginService(Strict):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
-        default="LoadBalancer", description="Service type of the login endpoint."
+        default="ClusterIP",
+        description="Service type of the login endpoint. ClusterIP by default: sshd is not "
+        "exposed outside the cluster until you choose to (SUNK's default is LoadBalancer).",
     )
     externalTrafficPolicy: Literal["Cluster", "Local"] | None = Field(
-        default="Local", description="Only valid for NodePort/LoadBalancer services."
+        default=None,
+        description="For NodePort/LoadBalancer services; unset there means `Local` (SUNK's "
+        "default, which keeps the client address).",
     )
     annotations: dict[str, str] = Field(default_factory=dict, description="Service annotations.")
     loadBalancerSourceRanges: list[str] = Field(
-        default_factory=list, description="CIDRs allowed to reach a LoadBalancer service."
+        default_factory=list,
+        description="CIDRs allowed to reach a LoadBalancer service; `sunkctl validate` warns "
+        "about a LoadBalancer without them (open to every address).",
     )
     port: int = Field(default=22, ge=1, le=65535, description="SSH port of the service.")
 

@@ -753,8 +753,27 @@ def traffic_policy(ctx: RuleContext) -> Iterator[Hit]:
         path = etp if ctx.set_by_user(etp) else ("login", "service", "type")
         yield Hit(
             path,
-            f"externalTrafficPolicy {svc['externalTrafficPolicy']} on a ClusterIP service "
-            "(the chart default is Local)",
+            f"externalTrafficPolicy {svc['externalTrafficPolicy']} on a ClusterIP service",
+        )
+
+
+@rule(
+    "SUNK034",
+    "login-load-balancer-open",
+    "warning",
+    "A LoadBalancer login Service without loadBalancerSourceRanges lets every address reach "
+    "sshd.",
+    "list the CIDRs your users come from in login.service.loadBalancerSourceRanges",
+)
+def login_load_balancer_open(ctx: RuleContext) -> Iterator[Hit]:
+    svc = as_map(get(ctx.values, "login", "service"))
+    login = as_map(ctx.values.get("login"))
+    if login.get("enabled") is False or svc.get("type") != "LoadBalancer":
+        return
+    if not svc.get("loadBalancerSourceRanges"):
+        yield Hit(
+            ("login", "service", "type"),
+            "the login LoadBalancer is open to every address (no loadBalancerSourceRanges)",
         )
 
 
