@@ -761,8 +761,7 @@ def traffic_policy(ctx: RuleContext) -> Iterator[Hit]:
     "SUNK034",
     "login-load-balancer-open",
     "warning",
-    "A LoadBalancer login Service without loadBalancerSourceRanges lets every address reach "
-    "sshd.",
+    "A LoadBalancer login Service without loadBalancerSourceRanges lets every address reach sshd.",
     "list the CIDRs your users come from in login.service.loadBalancerSourceRanges",
 )
 def login_load_balancer_open(ctx: RuleContext) -> Iterator[Hit]:
