@@ -145,10 +145,9 @@ def staging_replaces(kubernetes_gomod: str, version: str) -> list[tuple[str, str
 
 def module_replaces(scratch: Path, build: Build, work: Path) -> list[tuple[str, str]]:
     """The versioned ``replace`` directives of ``build.module``'s published go.mod, parsed by
-    ``go mod edit -json`` (``scratch`` is a file it may overwrite)."""
+    ``go mod edit -json`` from a copy at ``scratch``."""
     scratch.write_text(_module_gomod(build.module, build.version, work))
     parsed = json.loads(go(["mod", "edit", "-json", str(scratch)], work))
-    scratch.write_text(wrapper_gomod(build, []))
     return versioned_replaces(parsed, f"{build.module}@{build.version}")
 
 
@@ -208,7 +207,7 @@ def prepare_wrapper(build: Build) -> Path:
                     f"k8s.io/kubernetes@{build.version} go.mod"
                 )
         elif build.copy_replaces:
-            replaces = module_replaces(work / "go.mod", build, work)
+            replaces = module_replaces(work / "upstream.go.mod", build, work)
         tmp = gomod.with_suffix(".tmp")
         tmp.write_text(wrapper_gomod(build, replaces))
         tmp.replace(gomod)
