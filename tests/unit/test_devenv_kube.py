@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sunk.devenv import kube_build
+from sunk.devenv import argocd_build, kube_build
 from sunk.devenv.controlplane import _taint
+from sunk.devenv.toolchain import ToolchainError
 
 pytestmark = pytest.mark.unit
 
@@ -62,3 +63,32 @@ def test_taint_specs(spec, expected) -> None:
 def test_bad_taint_spec() -> None:
     with pytest.raises(ValueError):
         _taint("no-effect")
+
+
+def test_versioned_replaces_keep_version_pins_and_drop_local_directories() -> None:
+    parsed = {
+        "Replace": [
+            {"Old": {"Path": "k8s.io/api"}, "New": {"Path": "k8s.io/api", "Version": "v0.34.0"}},
+            {
+                "Old": {"Path": "github.com/argoproj/gitops-engine"},
+                "New": {"Path": "./gitops-engine"},
+            },
+        ]
+    }
+    assert kube_build.versioned_replaces(parsed, "m@v1") == [("k8s.io/api", "v0.34.0")]
+    gomod = kube_build.wrapper_gomod(argocd_build.build(), [("k8s.io/api", "v0.34.0")])
+    assert "require github.com/argoproj/argo-cd/v3 v3.3.9" in gomod
+    assert "\tk8s.io/api => k8s.io/api v0.34.0" in gomod
+
+
+def test_a_replace_to_another_module_is_refused() -> None:
+    parsed = {"Replace": [{"Old": {"Path": "a.io/x"}, "New": {"Path": "b.io/x", "Version": "v1"}}]}
+    with pytest.raises(ToolchainError, match=r"m@v1 go.mod: replace a.io/x => b.io/x"):
+        kube_build.versioned_replaces(parsed, "m@v1")
+
+
+def test_argocd_is_one_multi_call_binary_with_its_replaces_copied() -> None:
+    build = argocd_build.build()
+    assert (build.tool, build.package) == ("argocd", "github.com/argoproj/argo-cd/v3/cmd")
+    assert build.copy_replaces and build.version == argocd_build.ARGOCD_VERSION
+    assert argocd_build.cached_binary().parent.name == argocd_build.ARGOCD_VERSION

