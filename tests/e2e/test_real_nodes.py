@@ -13,6 +13,7 @@ import re
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -327,21 +328,25 @@ def _locked_job(slurm: SlurmDeployment, pod: str, *extra: str) -> str:
     return job
 
 
-def _bystander(slurm: SlurmDeployment, node: str, name: str) -> dict:
-    """A Pod with no lock toleration on ``node`` (the pause image every node has)."""
+def _pause_pod(slurm: SlurmDeployment, name: str, **spec: Any) -> dict:
+    """A Pod of the pause image every node has, with ``spec`` (its node, its scheduler...)."""
+    container: dict[str, Any] = {"name": "pause", "image": "registry.k8s.io/pause:3.10.1"}
+    if "resources" in spec:
+        container["resources"] = spec.pop("resources")
     return slurm.cluster.client.create(
         f"/api/v1/namespaces/{slurm.namespace}/pods",
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name},
-            "spec": {
-                "nodeName": node,
-                "terminationGracePeriodSeconds": 1,
-                "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1"}],
-            },
+            "spec": {**spec, "containers": [container]},
         },
     )
+
+
+def _bystander(slurm: SlurmDeployment, node: str, name: str) -> dict:
+    """A Pod with no lock toleration on ``node``."""
+    return _pause_pod(slurm, name, nodeName=node, terminationGracePeriodSeconds=1)
 
 
 def _end_job(slurm: SlurmDeployment, pod: str, job: str, node: str) -> None:
@@ -443,24 +448,12 @@ def test_the_syncer_releases_a_lock_whose_epilog_never_came(slurm: SlurmDeployme
 
 def _scheduled_pod(slurm: SlurmDeployment, name: str) -> dict:
     """A Pod for the Pod Scheduler (the chart names it <namespace>-<release>)."""
-    return slurm.cluster.client.create(
-        f"/api/v1/namespaces/{slurm.namespace}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": f"{slurm.namespace}-{slurm.release}",
-                "terminationGracePeriodSeconds": 2,
-                "containers": [
-                    {
-                        "name": "pause",
-                        "image": "registry.k8s.io/pause:3.10.1",
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                    }
-                ],
-            },
-        },
+    return _pause_pod(
+        slurm,
+        name,
+        schedulerName=f"{slurm.namespace}-{slurm.release}",
+        terminationGracePeriodSeconds=2,
+        resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
     )
 
 

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from sunk.devenv import slurm_rootfs
+from sunk.devenv.controlplane import INSTALL_HINT as CP_HINT
+from sunk.devenv.controlplane import missing_binaries
 from sunk.devenv.slurm_runtime import SlurmRuntime
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -137,3 +142,22 @@ def slurm_cluster(slurm_rootfs_path: Path) -> Iterator[SlurmRuntime]:
         yield rt
     finally:
         rt.close()
+
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "tools/bench"
+
+
+def run_bench(script: str, *args: str) -> str:
+    """``tools/bench/<script>`` with ``args`` (a real control plane and Slurm): its stdout, or
+    a skip naming what is missing here."""
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: run `{CP_HINT}`")
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl CLI is needed for the control plane's certificates")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH_DIR / script), *args],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout

@@ -9,7 +9,6 @@ pass must do; its ``run`` loop is exercised in the operator by the e2e tier."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -110,17 +109,7 @@ def world(slurm_rootfs_path: Path) -> Iterator[World]:
             rt.add_node(name, conf, gpus=gpus)
         rt.wait_nodes_idle(NODES, timeout=180)
         client = cp.client
-        client.create("/api/v1/namespaces", {"metadata": {"name": NS}})
-        key = base64.b64encode(rt.jwt_key).decode()
-        client.create(
-            f"/api/v1/namespaces/{NS}/secrets",
-            {"metadata": {"name": names.jwt_secret(CLUSTER)}, "data": {"jwt.key": key}},
-        )
-        cp.wait_for(
-            lambda: client.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default", missing_ok=True),
-            60,
-            "the default ServiceAccount",
-        )
+        cp.create_namespace(NS, {names.jwt_secret(CLUSTER): {"jwt.key": rt.jwt_key}})
         hosts = {}
         for i, name in enumerate(NODES):  # one Kubernetes Node per slurmd "Pod"
             node = f"k8s-{i}"

@@ -5,30 +5,14 @@ count, never against a time limit."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from sunk.devenv.controlplane import INSTALL_HINT, missing_binaries
-
-BENCH = Path(__file__).resolve().parents[2] / "tools/bench/scheduler_bench.py"
+from tests.slurm.conftest import run_bench
 
 
 def test_both_schedulers_bind_every_pod_and_the_ratio_is_printed(slurm_rootfs_path: Path):
-    missing = missing_binaries()
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed: run `{INSTALL_HINT}`")
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is needed for the control plane's certificates")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--pods", "6", "--nodes", "2"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
+    out = run_bench("scheduler_bench.py", "--pods", "6", "--nodes", "2")
     assert "6 Pending Pods of 1 CPU on 2 Nodes" in out, out
     rows = dict(re.findall(r"^(Pod Scheduler|kube-scheduler)\s+[\d.]+s\s+([\d.]+)s$", out, re.M))
     assert set(rows) == {"Pod Scheduler", "kube-scheduler"}, out

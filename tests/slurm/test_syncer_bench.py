@@ -5,33 +5,19 @@ really happened. Figures are checked for what they count, never against a time l
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.slurm.conftest import run_bench
 
-from sunk.devenv.controlplane import INSTALL_HINT, missing_binaries
-
-BENCH = Path(__file__).resolve().parents[2] / "tools/bench/syncer_bench.py"
 NUMBER = r"(\d+(?:\.\d+)?)"
 
 
 @pytest.fixture(scope="module")
 def output(slurm_rootfs_path: Path) -> str:
-    missing = missing_binaries()
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed: run `{INSTALL_HINT}`")
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is needed for the control plane's certificates")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--nodes", "4", "--small", "2", "--steady", "10",
-         "--flips", "3"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return run_bench(
+        "syncer_bench.py", "--nodes", "4", "--small", "2", "--steady", "10", "--flips", "3"
+    )
 
 
 def test_steady_state_rows_count_requests_and_no_writes(output: str) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import sys
 import time
 from typing import Any
@@ -156,19 +155,7 @@ async def measure(cp: ControlPlane, url: str, args: argparse.Namespace) -> dict[
 
 def prepare(cp: ControlPlane, rt: SlurmRuntime, nodes: int) -> None:
     client = cp.client
-    client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-    key = base64.b64encode(rt.jwt_key).decode()
-    client.create(
-        f"/api/v1/namespaces/{NAMESPACE}/secrets",
-        {"metadata": {"name": names.jwt_secret(CLUSTER)}, "data": {"jwt.key": key}},
-    )
-    cp.wait_for(
-        lambda: client.get(
-            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default", missing_ok=True
-        ),
-        60,
-        "the default ServiceAccount",
-    )
+    cp.create_namespace(NAMESPACE, {names.jwt_secret(CLUSTER): {"jwt.key": rt.jwt_key}})
     for i in range(nodes):
         name = f"b-{i}"
         cp.create_node(f"k8s-{i}", capacity={"cpu": CPUS, "memory": f"{CPUS}Gi", "pods": 250})

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import random
@@ -120,20 +119,8 @@ class Bench:
     # --- setup ----------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        client = self.cp.client
-        client.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
-        secret = names.jwt_secret(CLUSTER)
-        client.create(
-            f"/api/v1/namespaces/{NAMESPACE}/secrets",
-            {
-                "metadata": {"name": secret},
-                "data": {"jwt.key": base64.b64encode(self.rt.jwt_key).decode()},
-            },
-        )
-        self.cp.wait_for(
-            lambda: client.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"),
-            60,
-            "the default ServiceAccount",
+        self.cp.create_namespace(
+            NAMESPACE, {names.jwt_secret(CLUSTER): {"jwt.key": self.rt.jwt_key}}
         )
 
     def grow(self, count: int) -> float:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import contextlib
 import json
 import os
@@ -867,6 +868,28 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         path.chmod(0o600)
         return path
+
+    # namespaces
+    def create_namespace(
+        self, name: str, secret_data: Mapping[str, Mapping[str, bytes]] | None = None
+    ) -> None:
+        """A namespace, with Secrets (name → {key: bytes}) in it, once its default
+        ServiceAccount exists (Pods are refused before that)."""
+        client = self.client
+        client.create("/api/v1/namespaces", {"metadata": {"name": name}})
+        for secret, data in (secret_data or {}).items():
+            encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
+            client.create(
+                f"/api/v1/namespaces/{name}/secrets",
+                {"metadata": {"name": secret}, "data": encoded},
+            )
+        self.wait_for(
+            lambda: client.get(
+                f"/api/v1/namespaces/{name}/serviceaccounts/default", missing_ok=True
+            ),
+            60,
+            f"the default ServiceAccount of {name}",
+        )
 
     # nodes
     def create_node(
