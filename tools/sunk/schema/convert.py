@@ -154,9 +154,6 @@ class _Converter:
     def _nullable(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.dialect == "crd":
             out["nullable"] = True
-            if "enum" in out and None not in out["enum"]:
-                # The API server checks an enum before nullable: null must be listed too.
-                out["enum"] = [*out["enum"], None]
             return out
         kind = out.get("type")
         if isinstance(kind, str) and "enum" not in out:
