@@ -227,9 +227,9 @@ class LoginService(Strict):
         "exposed outside the cluster until you choose to (SUNK's default is LoadBalancer).",
     )
     externalTrafficPolicy: Literal["Cluster", "Local"] | None = Field(
-        default=None,
-        description="For NodePort/LoadBalancer services; unset there means `Local` (SUNK's "
-        "default, which keeps the client address).",
+        default="Local",
+        description="For NodePort/LoadBalancer services (`Local`, SUNK's default, keeps the "
+        "client address); a ClusterIP Service gets none.",
     )
     annotations: dict[str, str] = Field(default_factory=dict, description="Service annotations.")
     loadBalancerSourceRanges: list[str] = Field(

@@ -544,7 +544,8 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     svc["spec"]["type"] = opts.service.type
     svc["metadata"]["annotations"] = dict(opts.service.annotations)
     if opts.service.type != "ClusterIP":
-        svc["spec"]["externalTrafficPolicy"] = opts.service.externalTrafficPolicy or "Local"
+        if opts.service.externalTrafficPolicy:
+            svc["spec"]["externalTrafficPolicy"] = opts.service.externalTrafficPolicy
         if opts.service.loadBalancerSourceRanges:
             svc["spec"]["loadBalancerSourceRanges"] = list(opts.service.loadBalancerSourceRanges)
     return [statefulset, svc, service(ctx, f"{name}-pods", "login", [("ssh", 22)], headless=True)]

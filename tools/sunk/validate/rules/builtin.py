@@ -748,11 +748,12 @@ def scheduler_needs_syncer(ctx: RuleContext) -> Iterator[Hit]:
 )
 def traffic_policy(ctx: RuleContext) -> Iterator[Hit]:
     svc = as_map(get(ctx.values, "login", "service"))
-    if svc.get("type") == "ClusterIP" and svc.get("externalTrafficPolicy"):
-        etp = ("login", "service", "externalTrafficPolicy")
-        path = etp if ctx.set_by_user(etp) else ("login", "service", "type")
+    etp = ("login", "service", "externalTrafficPolicy")
+    # The chart's default (Local) is for when the Service is exposed; only a value the user
+    # wrote beside ClusterIP is a mistake.
+    if svc.get("type") == "ClusterIP" and svc.get("externalTrafficPolicy") and ctx.set_by_user(etp):
         yield Hit(
-            path,
+            etp,
             f"externalTrafficPolicy {svc['externalTrafficPolicy']} on a ClusterIP service",
         )
 
