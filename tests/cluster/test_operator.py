@@ -383,6 +383,7 @@ def test_sigkill_mid_reconcile_converges_then_steady_state_makes_no_writes(
     )
     assert sorted(s["metadata"]["name"] for s in secrets) == [
         "zeta-db",
+        "zeta-db-root",
         "zeta-jwt",
         "zeta-login-hostkeys",
         "zeta-munge",
