@@ -99,12 +99,15 @@ def granted(helm: str, account: str, sets: tuple[str, ...]) -> set[Grant]:
     return out
 
 
-def unused_list() -> dict[Grant, str]:
+def unused_list(racy: bool = False) -> dict[Grant, str]:
+    """The listed grants; ``racy``: only those marked ``racy: true`` (used or not in a run,
+    depending on which component wins a race), which may also show up in the log."""
     entries = yaml.safe_load(UNUSED.read_text())
     out = {}
     for entry in entries:
         assert entry.get("reason", "").strip(), f"{UNUSED.name}: {entry} has no reason"
-        out[(entry["apiGroup"], entry["resource"], entry["verb"])] = entry["reason"]
+        if not racy or entry.get("racy"):
+            out[(entry["apiGroup"], entry["resource"], entry["verb"])] = entry["reason"]
     return out
 
 
@@ -163,9 +166,8 @@ def test_operator_account_from_the_audit_log(request, control_plane, helm):
     )
     if not set(OPERATOR_MODULES) <= ran:
         pytest.skip(f"grant coverage needs all of {', '.join(OPERATOR_MODULES)} in the session")
-    assert not set(listed) & seen, (
-        f"{UNUSED.name} lists grants the operator used after all:\n{show(set(listed) & seen)}"
-    )
+    stale = set(listed) & seen - set(unused_list(racy=True))
+    assert not stale, f"{UNUSED.name} lists grants the operator used after all:\n{show(stale)}"
     unexplained = grants - seen - set(listed)
     assert not unexplained, (
         "granted, never used by the operator in the tests and not listed with a reason in "
