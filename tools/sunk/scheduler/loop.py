@@ -239,7 +239,7 @@ class PodScheduler:
         path = path_for("v1", "pods", meta["namespace"], meta["name"])
         try:
             if not lock.tolerates(pod):
-                tolerations = [*(spec.get("tolerations") or []), _LOCK_TOLERATION]
+                tolerations = [*(spec.get("tolerations") or []), names.LOCK_TOLERATION]
                 await self.kube.merge_patch(path, {"spec": {"tolerations": tolerations}})
             await self.kube.merge_patch(path, {"metadata": {"annotations": {
                 ANN_JOB: str(job.id), ANN_NODE: job.nodes}}})  # fmt: skip
@@ -286,6 +286,3 @@ async def _each(items: list[Any], work: Callable[[Any], Awaitable[None]], limit:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-
-
-_LOCK_TOLERATION = {"key": lock.TAINT["key"], "operator": "Exists", "effect": "NoExecute"}
