@@ -99,6 +99,20 @@ def _partition_cr(spec: Any, config: dict[str, Any], nodesets: list[str] | None 
     _set(spec.compute, "partitions", [part])
 
 
+DIRECTORY = {"enabled": True, "ldapUri": ["ldaps://ldap.example"], "searchBase": "dc=example"}
+
+
+def _directory_values(**fields: Any) -> dict[str, Any]:
+    return {"directoryService": {**DIRECTORY, **fields}}
+
+
+def _directory(spec: Any, **fields: Any) -> None:
+    """An enabled directoryService on a CR, written around the schema's patterns."""
+    from sunk.models.values import DirectoryService
+
+    _set(spec, "directoryService", DirectoryService().model_copy(update={**DIRECTORY, **fields}))
+
+
 def _extra(spec: Any, key: str, value: Any) -> None:
     spec.slurmConfig.__pydantic_extra__[key] = value
 
@@ -142,7 +156,22 @@ QUOTED_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
         lambda s, n, p: s.accounting.config.__setitem__("PurgeJobAfter", p),
     ),
 ]
+QUOTED_CARRIERS += [
+    (
+        f"directoryService-{field}",
+        lambda p, field=field: _directory_values(**{field: p}),
+        f"directoryService.{field}",
+        lambda s, n, p, field=field: _directory(s, **{field: p}),
+    )
+    for field in ("searchBase", "bindDn", "defaultShell", "homeDirectory")
+]
 WORD_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
+    (
+        "directoryService-ldapUri",
+        lambda p: _directory_values(ldapUri=["ldaps://ldap.example" + p]),
+        "directoryService.ldapUri[0]",
+        lambda s, n, p: _directory(s, ldapUri=["ldaps://ldap.example" + p]),
+    ),
     (
         "partition-nodeSets",
         lambda p: _partition(nodesets=[p]),

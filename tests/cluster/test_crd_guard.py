@@ -16,6 +16,7 @@ CLUSTER_FIELDS = {
     "external-user": lambda p: {"accounting": {"external": {"user": p}}},
     "database-name": lambda p: {"accounting": {"database": {"name": p}}},
     "plugstack": lambda p: {"compute": {"pyxis": {"plugstackOptions": [p]}}},
+    "ldapUri": lambda p: {"directoryService": {"ldapUri": ["ldaps://ldap.example" + p]}},
 }
 NODESET_FIELDS = {
     "staticFeatures": lambda p: {"features": {"staticFeatures": [p]}},
@@ -105,3 +106,20 @@ def test_lua_scripts_and_references_are_accepted_but_not_both(crds, kube, namesp
         )
     assert caught.value.status == 422
     assert "set either script or configMap, not both" in str(caught.value)
+
+
+def test_an_incomplete_directory_is_refused_with_the_models_words(crds, kube, namespace):
+    """The CEL rules say what the values model says: a CR written by hand gets the same
+    refusal as a values file."""
+    directory = {"enabled": True, "ldapUri": ["ldaps://ldap.example"], "searchBase": "dc=x"}
+    _create(kube, namespace, "slurmclusters", "SlurmCluster",
+            {"clusterName": "c", "directoryService": directory})  # fmt: skip
+    for patch, message in (
+        ({"ldapUri": []}, "ldapUri: at least one LDAP server is needed when enabled"),
+        ({"searchBase": ""}, "searchBase: the base DN is needed when enabled"),
+        ({"bindDn": "cn=reader,dc=x"}, "bindDn is set, but no Secret holds its password"),
+    ):
+        with pytest.raises(KubeAPIError) as caught:
+            _create(kube, namespace, "slurmclusters", "SlurmCluster",
+                    {"clusterName": "c", "directoryService": {**directory, **patch}})  # fmt: skip
+        assert caught.value.status == 422 and message in str(caught.value), patch

@@ -1,8 +1,9 @@
 """Slurm on Pods the operator made, on real nodes: the sunk chart with its defaults (the operator
 in its image, watching every namespace), the slurm chart from ``examples/minimal-cpu.yaml``
-with two partitions, jobs through the login Pod, slurmrestd with a JWT, a slurmd Pod deleted
-and recreated, an upgrade that changes a partition, and an uninstall that keeps the keys and
-the controller state.
+with two partitions and users from a real LDAP directory (slapd), jobs through the login Pod,
+a directory user who logs in with SSH and runs a two-node job in their shared home,
+slurmrestd with a JWT, a slurmd Pod deleted and recreated, an upgrade that changes a
+partition, and an uninstall that keeps the keys and the controller state.
 
 The tests share one deployment and run in file order; each asserts on what the real
 components report (kubectl, sinfo, sbatch, srun, sacct, scontrol, slurmrestd)."""
@@ -20,6 +21,9 @@ import pytest
 from sunk.devenv.deploy import SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
 from sunk.operator import names
+from sunk.slurmconf.sssd import NEGATIVE_TIMEOUT
+from tests.e2e import directory
+from tests.e2e.directory import Directory, SshClient
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "minimal-cpu.yaml"
@@ -50,18 +54,52 @@ compute:
 """
 )
 UPGRADED = PARTITIONS.replace('MaxTime: "00:30:00"', 'MaxTime: "00:20:00"')
+# /home of the directory's users, shared by the login and slurmd Pods like /shared.
+HOME_DIR = f"/tmp/sunk-e2e-home-{uuid.uuid4().hex[:8]}"
+ALICE_UID = 5001
 
 
 @pytest.fixture(scope="module")
-def slurm(real_nodes: NodeCluster, tmp_path_factory) -> SlurmDeployment:
-    values = tmp_path_factory.mktemp("values") / "partitions.yaml"
-    values.write_text(PARTITIONS)
+def keys(tmp_path_factory) -> dict[str, tuple[Path, str]]:
+    where = tmp_path_factory.mktemp("keys")
+    return {name: directory.keypair(where, name) for name in ("alice", "wrong", "bob")}
+
+
+@pytest.fixture(scope="module")
+def slurm(
+    real_nodes: NodeCluster, tmp_path_factory, keys: dict[str, tuple[Path, str]]
+) -> SlurmDeployment:
     deployment = SlurmDeployment(real_nodes, CLUSTER)
+    ldap = Directory(real_nodes, deployment.namespace, uuid.uuid4().hex)
+    ldap.deploy(
+        directory.seed_ldif(["alice", "bob"])
+        + "\n"
+        + directory.user_ldif("alice", ALICE_UID, keys["alice"][1])
+    )
+    folder = tmp_path_factory.mktemp("values")
+    values = folder / "partitions.yaml"
+    values.write_text(PARTITIONS)
+    users = folder / "directory.yaml"
+    users.write_text(directory.values(HOME_DIR))
     deployment.install_operator()
-    deployment.install_slurm(EXAMPLE, values)
+    deployment.install_slurm(EXAMPLE, values, users)
     deployment.wait_ready(nodes=len(real_nodes.nodes))
     deployment.values = values  # type: ignore[attr-defined]
+    deployment.users = users  # type: ignore[attr-defined]
+    deployment.directory = ldap  # type: ignore[attr-defined]
     return deployment
+
+
+@pytest.fixture(scope="module")
+def ssh(real_nodes: NodeCluster, tmp_path_factory) -> SshClient:
+    return SshClient(real_nodes.nodes[0].netns, tmp_path_factory.mktemp("ssh") / "known_hosts")
+
+
+def login_address(slurm: SlurmDeployment) -> str:
+    service = slurm.cluster.client.get(
+        f"/api/v1/namespaces/{slurm.namespace}/services/{names.login(CLUSTER)}"
+    )
+    return service["spec"]["clusterIP"]
 
 
 def test_one_slurmd_pod_per_node_with_real_containers(slurm: SlurmDeployment):
@@ -142,6 +180,147 @@ def test_a_file_written_on_the_login_pod_is_read_by_srun_on_both_compute_nodes(
     # and plainly, as a user would: two nodes, the same file
     out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "cat", "/shared/from-login")
     assert out.split() == [token, token], out
+
+
+def test_alice_from_the_directory_logs_in_with_her_key_and_a_wrong_key_is_refused(
+    slurm: SlurmDeployment, ssh: SshClient, keys: dict[str, tuple[Path, str]]
+):
+    """sshd on the login Service takes alice's key from LDAP (through the sssd sidecar);
+    another key, and password logins, are refused. Her home is made at the first login."""
+    address = login_address(slurm)
+    ok = ssh.run(keys["alice"][0], "alice", address, "id -u; id -gn; echo $HOME; cat /etc/motd")
+    assert ok.returncode == 0, ok.stderr
+    uid, group, home, *motd = ok.stdout.splitlines()
+    assert (uid, group, home) == (str(ALICE_UID), "researchers", "/home/alice"), ok.stdout
+    assert any(f"the {CLUSTER} Slurm cluster" in line for line in motd), ok.stdout
+    wrong = ssh.run(keys["wrong"][0], "alice", address, "true")
+    assert wrong.returncode == 255 and "Permission denied (publickey)" in wrong.stderr, wrong
+    config = slurm.login("sshd", "-T")
+    assert "passwordauthentication no" in config and "kbdinteractiveauthentication no" in config
+    assert "authorizedkeyscommand /usr/bin/sss_ssh_authorizedkeys %u" in config, config
+
+
+def test_the_motd_names_the_partitions_slurm_reports(
+    slurm: SlurmDeployment, ssh: SshClient, keys: dict[str, tuple[Path, str]]
+):
+    """pam_motd runs the image's partition summary at login: sinfo's partitions, live."""
+    session = ssh.run(keys["alice"][0], "alice", login_address(slurm), "cat /run/motd.dynamic")
+    assert session.returncode == 0, session.stderr
+    names_shown = {line.split()[0] for line in session.stdout.splitlines() if line.strip()}
+    assert {"batch*", "short"} <= names_shown, session.stdout
+
+
+def test_alice_has_the_same_identity_on_the_login_controller_and_compute_pods(
+    slurm: SlurmDeployment,
+):
+    """`id alice` answers alike wherever Slurm or a user looks her up."""
+    answers = {}
+    for component, container in (("login", "sshd"), ("controller", "slurmctld")):
+        for pod in slurm.running_pods(component):
+            answers[pod["metadata"]["name"]] = slurm.exec(
+                pod["metadata"]["name"], container, "id", "alice"
+            ).strip()
+    compute = slurm.running_pods("compute")
+    assert len(compute) == 2
+    for pod in compute:
+        answers[pod["metadata"]["name"]] = slurm.exec(
+            pod["metadata"]["name"], "slurmd", "id", "alice"
+        ).strip()
+    expected = f"uid={ALICE_UID}(alice) gid=5000(researchers) groups=5000(researchers)"
+    assert set(answers.values()) == {expected}, answers
+    for pod in compute:
+        assert "sssd" in {c["name"] for c in pod["spec"]["containers"]}
+
+
+def test_alice_runs_a_two_node_job_that_writes_to_her_home_under_her_uid(
+    slurm: SlurmDeployment, ssh: SshClient, keys: dict[str, tuple[Path, str]]
+):
+    """As a researcher would: ssh in, sbatch a two-node job, read its output in ~ on the
+    login Pod. The job ran on both compute Pods as alice, and the files are hers."""
+    address, key = login_address(slurm), keys["alice"][0]
+    script = (
+        "#!/bin/sh\n"
+        'srun sh -c \'echo "$(hostname) $(id -un) $(id -u)" > "$HOME/from-$(hostname)"\'\n'
+        "srun hostname\n"
+    )
+    submit = ssh.run(
+        key, "alice", address,
+        f"cat > ~/job.sh <<'EOF'\n{script}EOF\n"
+        "sbatch --parsable -N2 --ntasks-per-node=1 -o ~/two-nodes-%j.out ~/job.sh",
+    )  # fmt: skip
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    slurm.wait(
+        f"job {job} of alice to complete",
+        lambda: (
+            slurm.login("sacct", "-X", "-n", "-P", "-j", job, "--format=State,User").strip()
+            == "COMPLETED|alice"
+        ),
+        timeout=300,
+    )
+    compute = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
+    listing = ssh.run(
+        key, "alice", address,
+        f"cat ~/two-nodes-{job}.out; for f in ~/from-*; do stat -c '%u %U %n' $f; cat $f; done",
+    )  # fmt: skip
+    assert listing.returncode == 0, listing.stderr
+    lines = listing.stdout.splitlines()
+    assert sorted(lines[:2]) == compute, listing.stdout
+    for pod in compute:
+        assert f"{ALICE_UID} alice /home/alice/from-{pod}" in lines, listing.stdout
+        assert f"{pod} alice {ALICE_UID}" in lines, listing.stdout
+
+
+def test_a_user_added_to_the_directory_logs_in_without_a_restart(
+    slurm: SlurmDeployment, ssh: SshClient, keys: dict[str, tuple[Path, str]]
+):
+    """bob is refused before he exists; once added to LDAP he logs in within the documented
+    delay (a failed lookup is believed for NEGATIVE_TIMEOUT seconds), no Pod restarted."""
+    address = login_address(slurm)
+    before = {p["metadata"]["uid"] for p in slurm.running_pods("login")}
+    refused = ssh.run(keys["bob"][0], "bob", address, "true")
+    assert refused.returncode == 255, refused
+    slurm.directory.add(directory.user_ldif("bob", 5002, keys["bob"][1]))  # type: ignore[attr-defined]
+    added = time.monotonic()
+    # Watch the lookup, not ssh: every failed login from one address counts against it in
+    # sshd's PerSourcePenalties, and a few would shut this client out for a while.
+    slurm.wait(
+        "bob to resolve on the login Pod",
+        lambda: "bob:" in slurm.login("sh", "-c", "getent passwd bob || true"),
+        timeout=NEGATIVE_TIMEOUT + 45,
+        interval=2,
+    )
+    print(f"bob resolved {time.monotonic() - added:.1f}s after being added")
+    out = ssh.run(keys["bob"][0], "bob", address, "id -u")
+    assert out.returncode == 0 and out.stdout.strip() == "5002", out
+    assert {p["metadata"]["uid"] for p in slurm.running_pods("login")} == before
+
+
+def test_a_restarted_login_pod_keeps_its_host_key(
+    slurm: SlurmDeployment, ssh: SshClient, keys: dict[str, tuple[Path, str]]
+):
+    """The client's known_hosts (written at the first login) still matches after the login
+    Pod is replaced: StrictHostKeyChecking=yes would refuse a new key."""
+    assert ssh.known_hosts.exists()
+    (pod,) = slurm.running_pods("login")
+    slurm.cluster.kubectl("delete", "pod", "-n", slurm.namespace, pod["metadata"]["name"])
+    slurm.wait(
+        "a new login Pod",
+        lambda: [
+            p for p in slurm.running_pods("login") if p["metadata"]["uid"] != pod["metadata"]["uid"]
+        ],
+        timeout=300,
+    )
+    again = slurm.wait(
+        "alice to log in again",
+        lambda: (
+            (r := ssh.run(keys["alice"][0], "alice", login_address(slurm), "ls ~")).returncode == 0
+            and r
+        ),
+        timeout=120,
+        interval=3,
+    )
+    assert "two-nodes-" in again.stdout, again.stdout
 
 
 def test_slurmrestd_answers_a_jwt_through_its_service(slurm: SlurmDeployment):
@@ -656,7 +835,7 @@ def test_upgrade_changes_a_partition_and_keeps_jobs_and_keys(slurm: SlurmDeploym
     assert "MaxTime=00:30:00" in before, before
     values: Path = slurm.values  # type: ignore[attr-defined]
     values.write_text(UPGRADED)
-    slurm.install_slurm(EXAMPLE, values)
+    slurm.install_slurm(EXAMPLE, values, slurm.users)  # type: ignore[attr-defined]
     slurm.wait(
         "slurmctld to read MaxTime=00:20:00 for partition short",
         lambda: "MaxTime=00:20:00" in slurm.login("scontrol", "show", "partition", "short"),

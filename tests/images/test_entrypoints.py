@@ -404,6 +404,72 @@ def test_login_nsscache_is_optional(entrypoint, login_env, tmp_path):
         assert "nsscache is not installed" in res.stderr
 
 
+def sssd_env(tmp_path: Path, password: str | None) -> dict[str, str]:
+    source = tmp_path / "sssd-source.conf"
+    source.write_text("[sssd]\ndomains = directory\n\n[domain/directory]\nid_provider = ldap\n")
+    env = {
+        "SUNK_SSSD_CONF_SOURCE": str(source),
+        "SUNK_SSSD_CONF": str(tmp_path / "etc-sssd" / "sssd.conf"),
+        "SUNK_SSSD_BIND_PASSWORD": str(tmp_path / "no-password"),
+    }
+    if password is not None:
+        (tmp_path / "password").write_text(password)
+        env["SUNK_SSSD_BIND_PASSWORD"] = str(tmp_path / "password")
+    return env
+
+
+def test_login_image_runs_the_sssd_sidecar_with_the_bind_password_added(entrypoint, tmp_path):
+    env = sssd_env(tmp_path, "s3cret pass\n")  # a Secret often ends with a line feed
+    res = entrypoint("login", "sssd", env=env)
+    assert res.rc == 0, res.stderr
+    conf = Path(env["SUNK_SSSD_CONF"])
+    assert res.exec_argv == ["sssd", "-i", "--logger=stderr", "-c", str(conf)]
+    # the shared emptyDirs start empty: SSSD's private socket directory is made first
+    assert "install -d -m 0700 /var/lib/sss/pipes/private" in res.actions
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o600
+    assert conf.read_text().endswith(
+        "id_provider = ldap\nldap_default_authtok_type = password\n"
+        "ldap_default_authtok = s3cret pass\n"
+    )
+    # anonymous: no password file, the rendered file as it is
+    env = sssd_env(tmp_path, None)
+    assert entrypoint("login", "sssd", env=env).rc == 0
+    assert "authtok" not in Path(env["SUNK_SSSD_CONF"]).read_text()
+
+
+@pytest.mark.parametrize("password", ["line1\nldap_uri = ldap://evil", "", "tab\there"])
+def test_login_image_refuses_a_bind_password_that_would_add_keys(entrypoint, tmp_path, password):
+    env = sssd_env(tmp_path, password)
+    res = entrypoint("login", "sssd", env=env)
+    assert res.rc == 1
+    assert env["SUNK_SSSD_BIND_PASSWORD"] in res.stderr
+    assert not Path(env["SUNK_SSSD_CONF"]).exists()
+
+
+def test_login_image_sssd_needs_its_config(entrypoint, tmp_path):
+    env = sssd_env(tmp_path, None)
+    Path(env["SUNK_SSSD_CONF_SOURCE"]).unlink()
+    res = entrypoint("login", "sssd", env=env)
+    assert res.rc == 1 and "no sssd.conf" in res.stderr
+
+
+def test_login_takes_user_keys_from_the_directory_when_asked(entrypoint, login_env, tmp_path):
+    secret = tmp_path / "keys"
+    secret.mkdir()
+    (secret / "ssh_host_ed25519_key").write_text("K\n")
+    env = {**login_env, "SUNK_SSH_HOST_KEYS_SOURCE": str(secret)}
+    drop_in = Path(login_env["SUNK_SSH_DIR"]) / "sshd_config.d" / "20-sunk-directory.conf"
+    assert entrypoint("login", env=env).rc == 0
+    assert not drop_in.exists()
+    assert entrypoint("login", env={**env, "SUNK_DIRECTORY": "sssd"}).rc == 0
+    assert drop_in.read_text() == (
+        "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys %u\n"
+        "AuthorizedKeysCommandUser nobody\n"
+    )
+    res = entrypoint("login", env={**env, "SUNK_DIRECTORY": "ldap"})
+    assert res.rc == 1 and "SUNK_DIRECTORY must be sssd" in res.stderr
+
+
 def test_slurmctld_names_a_missing_jwt_key(entrypoint, etc, tmp_path):
     key = tmp_path / "jwt" / "jwt.key"
     (etc / "slurm.conf").write_text(f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={key}\n")

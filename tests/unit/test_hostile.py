@@ -21,6 +21,7 @@ CASES = cases()
 EP = Endpoints("ctl-0", "10.0.0.1", "dbd", "10.0.0.2")
 SLURM_FILES = (
     "slurm.conf",
+    "sssd.conf",
     "cgroup.conf",
     "gres.conf",
     "slurmdbd.conf",

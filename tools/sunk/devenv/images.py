@@ -68,13 +68,15 @@ def images() -> list[ImageSpec]:
 
 
 # Images the development cluster needs besides the product's: MariaDB from Debian for the
-# operator's in-cluster accounting database (no registry to pull `mariadb` from).
+# operator's in-cluster accounting database (no registry to pull `mariadb` from), and an
+# OpenLDAP server for `directoryService` (the directory users of the e2e tier).
 DEV_IMAGE_TAG = SUITE
 
 
 def dev_images() -> list[ImageSpec]:
     return [
-        ImageSpec("mariadb", f"{IMAGE_PREFIX}/mariadb", DEV_IMAGE_TAG, {"BASE_IMAGE": BASE_IMAGE})
+        ImageSpec(name, f"{IMAGE_PREFIX}/{name}", DEV_IMAGE_TAG, {"BASE_IMAGE": BASE_IMAGE})
+        for name in ("mariadb", "ldap")
     ]
 
 

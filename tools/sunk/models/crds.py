@@ -25,12 +25,14 @@ from sunk.models.base import (
 )
 from sunk.models.k8s import Image
 from sunk.models.values import (
+    DIRECTORY_DESCRIPTION,
     NSSCACHE_DESCRIPTION,
     S6_DESCRIPTION,
     SCHEDULER_DESCRIPTION,
     Accounting,
     ClusterCompute,
     Controller,
+    DirectoryService,
     Global,
     Jwt,
     Login,
@@ -150,6 +152,9 @@ class SlurmClusterSpec(Strict):
     syncer: Syncer = Field(default_factory=Syncer, description="Syncer.")
     scheduler: Scheduler = Field(default_factory=Scheduler, description=SCHEDULER_DESCRIPTION)
     nsscache: Nsscache = Field(default_factory=Nsscache, description=NSSCACHE_DESCRIPTION)
+    directoryService: DirectoryService = Field(
+        default_factory=DirectoryService, description=DIRECTORY_DESCRIPTION
+    )
     scripts: Scripts = Field(default_factory=Scripts, description="Prolog/epilog ConfigMaps.")
 
     def syncs(self) -> bool:

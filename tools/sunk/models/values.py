@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 from sunk import __version__
 from sunk.models.base import (
     CONF_KEY,
+    CONF_VALUE,
     CONF_WORD,
     CONFIG_MAP_KEY,
     DNS_LABEL,
@@ -749,6 +750,148 @@ class Nsscache(PodOptions):
     nsswitchConfig: dict[str, Any] = open_object("nsswitch.conf map sources.", default_factory=dict)
 
 
+DIRECTORY_DESCRIPTION = (
+    "Users and groups from an LDAP directory through SSSD: an `sssd` sidecar beside "
+    "slurmctld, the login `sshd` and every slurmd resolves them with the same uid and gid, and "
+    "the login Pods take users' SSH public keys from the directory (`sshPublicKey`)."
+)
+LDAP_URI = r'^ldaps?://[^\x00-\x20\x7f#"\\,]+$'
+
+
+class BindPasswordRef(Strict):
+    name: str = Field(
+        description="Secret in the cluster's namespace.", pattern=DNS_SUBDOMAIN, max_length=253
+    )
+    key: str = Field(
+        default="password",
+        pattern=CONFIG_MAP_KEY,
+        max_length=253,
+        description="Key of the password in the Secret.",
+    )
+
+
+class CaCertificateRef(Strict):
+    name: str = Field(
+        description="Secret in the cluster's namespace.", pattern=DNS_SUBDOMAIN, max_length=253
+    )
+    key: str = Field(
+        default="ca.crt",
+        pattern=CONFIG_MAP_KEY,
+        max_length=253,
+        description="Key of the PEM certificate in the Secret.",
+    )
+
+
+_DIRECTORY_ON = "!has(self.enabled) || !self.enabled || "
+# The CRD's CEL rules say what `DirectoryService._complete` says (CRs are written by hand too).
+DIRECTORY_RULES = [
+    {
+        "rule": _DIRECTORY_ON + "(has(self.ldapUri) && size(self.ldapUri) > 0)",
+        "message": "ldapUri: at least one LDAP server is needed when enabled",
+    },
+    {
+        "rule": _DIRECTORY_ON + "(has(self.searchBase) && self.searchBase != '')",
+        "message": "searchBase: the base DN is needed when enabled",
+    },
+    {
+        "rule": "!has(self.bindDn) || self.bindDn == '' || has(self.bindPasswordSecret)",
+        "message": "bindPasswordSecret: bindDn is set, but no Secret holds its password",
+    },
+]
+
+
+class DirectoryService(Strict):
+    """SSSD against LDAP. The rendered sssd.conf holds no secret: the sidecar adds the bind
+    password from `bindPasswordSecret` when it starts."""
+
+    model_config = ConfigDict(json_schema_extra={"x-cel": DIRECTORY_RULES})
+
+    enabled: bool = Field(
+        default=False,
+        description="Run the SSSD sidecar beside slurmctld, the login sshd and every slurmd.",
+    )
+    ldapUri: list[Annotated[str, Field(pattern=LDAP_URI, max_length=512)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="LDAP servers (`ldap://` or `ldaps://`), tried in order.",
+    )
+    searchBase: str = Field(
+        default="",
+        pattern=CONF_VALUE,
+        max_length=1024,
+        description="Base DN of the user and group searches, e.g. `dc=example,dc=org`.",
+    )
+    schema_: Literal["rfc2307", "rfc2307bis"] = Field(
+        default="rfc2307",
+        alias="schema",
+        description="Group membership: `rfc2307` (`memberUid`) or `rfc2307bis` (`member` DNs).",
+    )
+    bindDn: str | None = Field(
+        default=None,
+        pattern=CONF_VALUE,
+        max_length=1024,
+        description="DN SSSD binds as; unset: anonymous searches.",
+    )
+    bindPasswordSecret: BindPasswordRef | None = Field(
+        default=None,
+        description="Secret (in the cluster's namespace) and key holding the bind password.",
+    )
+    startTls: bool = Field(
+        default=False,
+        description="StartTLS on `ldap://` URIs (always TLS on `ldaps://`).",
+    )
+    caSecret: CaCertificateRef | None = Field(
+        default=None,
+        description="Secret and key of the CA certificate (PEM) that signed the LDAP server's "
+        "certificate; unset: the image's CA bundle. Without StartTLS or ldaps:// nothing is "
+        "encrypted, and `sunkctl validate` warns.",
+    )
+    cacheTimeout: int = Field(
+        default=60,
+        ge=0,
+        le=86400,
+        description="Seconds SSSD keeps an entry before asking LDAP again: a user changed in "
+        "the directory shows within this delay. A new user shows at the first lookup.",
+    )
+    defaultShell: str = Field(
+        default="/bin/bash",
+        pattern=CONF_VALUE,
+        max_length=256,
+        description="Shell of users whose entry has none.",
+    )
+    homeDirectory: str | None = Field(
+        default=None,
+        pattern=CONF_VALUE,
+        max_length=256,
+        description="Home directory template for every user (`%u` is the user name), e.g. "
+        "`/home/%u`; unset: the directory's `homeDirectory`. The login Pod creates a missing "
+        "home at the first login.",
+    )
+    allowGroups: list[SlurmName] = Field(
+        default_factory=list,
+        description="Only members of these groups may log in; empty: every directory user.",
+    )
+    image: Image = Field(
+        default_factory=lambda: image("login"),
+        description="Image of the sidecar (it runs `sssd`); the login image carries it.",
+    )
+    resources: Resources | None = Field(
+        default=None,
+        description="Resources of the sidecar; default requests cpu 10m, memory 32Mi, limit 128Mi.",
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> DirectoryService:
+        if self.enabled:
+            if not self.ldapUri:
+                raise ValueError("ldapUri: at least one LDAP server is needed when enabled")
+            if not self.searchBase:
+                raise ValueError("searchBase: the base DN is needed when enabled")
+        if self.bindDn and self.bindPasswordSecret is None:
+            raise ValueError("bindPasswordSecret: bindDn is set, but no Secret holds its password")
+        return self
+
+
 class Topology(Strict):
     treeLabels: list[str] = Field(
         default_factory=lambda: [
@@ -820,6 +963,9 @@ class SlurmValues(Strict):
     syncer: Syncer = Field(default_factory=Syncer, description="Slurm ↔ Kubernetes syncer.")
     scheduler: Scheduler = Field(default_factory=Scheduler, description=SCHEDULER_DESCRIPTION)
     nsscache: Nsscache = Field(default_factory=Nsscache, description=NSSCACHE_DESCRIPTION)
+    directoryService: DirectoryService = Field(
+        default_factory=DirectoryService, description=DIRECTORY_DESCRIPTION
+    )
     prologScripts: dict[str, str] = Field(
         default_factory=dict, description="Scripts run in order from prolog.d (name → script)."
     )

@@ -57,6 +57,11 @@ def topology_map(cluster: str) -> str:
     return f"{cluster}-topology"
 
 
+def sssd_map(cluster: str) -> str:
+    """sssd.conf of `directoryService` (no secret in it)."""
+    return f"{cluster}-sssd"
+
+
 def lua_map(cluster: str) -> str:
     """The inline Lua plugin scripts (job_submit.lua, cli_filter.lua)."""
     return f"{cluster}-lua"

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sunk.operator import directory
+
 Path = tuple[str | int, ...]
 
 
@@ -38,14 +40,20 @@ class Owned:
     paths: frozenset[str]
 
 
+# The sssd sidecar's, in every Pod kind when `directoryService` is on.
+_DIRECTORY_VOLUMES = directory.VOLUMES
+_DIRECTORY_PATHS = directory.CLIENT_PATHS
 LOGIN = Owned(
     "login",
-    frozenset({"slurm-config", "host-keys", "ssh-keys", "munge-socket", "munge-key"}),
-    frozenset({"/etc/slurm", "/etc/ssh/host-keys-secret", "/etc/ssh/user-keys", "/run/munge"}),
+    frozenset({"slurm-config", "host-keys", "ssh-keys", "munge-socket", "munge-key"})
+    | _DIRECTORY_VOLUMES,
+    frozenset({"/etc/slurm", "/etc/ssh/host-keys-secret", "/etc/ssh/user-keys", "/run/munge"})
+    | _DIRECTORY_PATHS,
 )
 SLURMD = Owned(
     "slurmd",
-    frozenset({"munge-socket", "munge-key", "dispatchers", "prolog-d", "epilog-d", "sunk-hook"}),
+    frozenset({"munge-socket", "munge-key", "dispatchers", "prolog-d", "epilog-d", "sunk-hook"})
+    | _DIRECTORY_VOLUMES,
     frozenset(
         {
             "/run/munge",
@@ -56,7 +64,8 @@ SLURMD = Owned(
             "/etc/slurm/sunk-lock.sh",
             "/var/run/sunk/hook",
         }
-    ),
+    )
+    | _DIRECTORY_PATHS,
 )
 
 

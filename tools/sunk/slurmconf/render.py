@@ -17,6 +17,8 @@ from sunk.slurmconf.registration import registration
 from sunk.slurmconf.scripts import dispatcher, lock_script
 from sunk.slurmconf.slurm_conf import render_slurm_conf
 from sunk.slurmconf.slurmdbd import render_slurmdbd_conf
+from sunk.slurmconf.sssd import FILE as SSSD_FILE
+from sunk.slurmconf.sssd import render_sssd_conf
 from sunk.slurmconf.topology import layout, render_topology_conf
 
 # Files a change of which needs no pod restart (`scontrol reconfigure` picks them up; the Lua
@@ -92,6 +94,8 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
     files.update(render_lua(spec.slurmConfig))
     if spec.compute.generateTopology:
         files["topology.conf"] = render_topology_conf(active, other, plugin)
+    if spec.directoryService.enabled:
+        files[SSSD_FILE] = render_sssd_conf(spec.directoryService)
     if spec.accounting.enabled:
         files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
     locking = spec.locks_nodes()

@@ -13,12 +13,21 @@ from typing import Any
 
 from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import Image, PersistentStorage
-from sunk.operator import names, shared_volumes
+from sunk.operator import directory, names, shared_volumes
 from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
 from sunk.slurmconf import Endpoints, Rendered
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
+from sunk.slurmconf.sssd import FILE as SSSD_FILE
 
 SLURM_UID = 401
+# sshd's own needs and nothing more: bind port 22, chroot its privilege-separated child,
+# switch to the user, chown the session's pty and a new home, write the login audit record.
+SSHD_SECURITY_CONTEXT = {
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": ["AUDIT_WRITE", "CHOWN", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"],
+    }
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,11 @@ class ClusterContext:
     @property
     def cluster(self) -> str:
         return self.spec.clusterName
+
+    @property
+    def directory_pod(self) -> directory.DirectoryPod | None:
+        image = image_ref(self.spec.directoryService.image, self.spec.global_.imageRegistry)
+        return directory.for_cluster(self.spec, image)
 
 
 def image_ref(image: Image, registry: str | None) -> str:
@@ -289,7 +303,7 @@ def service(
 
 
 def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
-    apart = ("slurmdbd.conf", "topology.conf", *CONTROLLER_FILES)
+    apart = ("slurmdbd.conf", "topology.conf", SSSD_FILE, *CONTROLLER_FILES)
     files = {k: v for k, v in ctx.rendered.files.items() if k not in apart}
     out = [
         {
@@ -306,6 +320,15 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
                 "kind": "ConfigMap",
                 "metadata": meta(ctx, names.topology_map(ctx.cluster), "topology"),
                 "data": {"topology.conf": ctx.rendered.files["topology.conf"]},
+            }
+        )
+    if SSSD_FILE in ctx.rendered.files:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.sssd_map(ctx.cluster), "directory"),
+                "data": {SSSD_FILE: ctx.rendered.files[SSSD_FILE]},
             }
         )
     # Lua scripts apart: job_submit.lua is the controller's alone (sunk.slurmconf.lua).
@@ -329,6 +352,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
     volumes = [_config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
     pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
+    directory.attach(pod, ctx.directory_pod, {"slurmctld"})
     pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
@@ -521,7 +545,11 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
         },
         *shared.volumes,
     ]
+    container.setdefault("securityContext", copy.deepcopy(SSHD_SECURITY_CONTEXT))
     pod = _pod_spec(ctx, opts, [container], volumes)
+    if ctx.directory_pod is not None:
+        container["env"].append(dict(directory.LOGIN_ENV))
+        directory.attach(pod, ctx.directory_pod, {"sshd"})
     statefulset: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sunk.operator import names, shared_volumes
+from sunk.operator.directory import DirectoryPod, attach
 from sunk.operator.hashing import stable_hash
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.registration import registration
@@ -45,6 +46,7 @@ class PodContext:
     global_mounts: tuple[dict[str, Any], ...] = ()
     compute_mounts: tuple[dict[str, Any], ...] = ()
     munge_resources: dict[str, Any] | None = None
+    directory: DirectoryPod | None = None  # `directoryService`: the sssd sidecar
 
     @property
     def hooked(self) -> bool:
@@ -118,6 +120,8 @@ def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
             spec["mungeResources"] = ctx.munge_resources
         if ctx.locking:  # the dispatchers are mounted; with a hook, its token and script
             spec["locking"] = "hooked" if ctx.hooked else True
+        if ctx.directory is not None:
+            spec["directory"] = ctx.directory.hash_input()
     return stable_hash(spec, 10)
 
 
@@ -206,6 +210,7 @@ def build_pod(
         {"name": "munge-key", "secret": {"secretName": ctx.munge_secret, "defaultMode": 0o400}},
         *_script_volumes(ctx),
     ]
+    attach(spec, ctx.directory, {"slurmd"})
     spec["affinity"] = _pin(spec.get("affinity"), node_name)
     spec["tolerations"] = _merge_tolerations(spec.get("tolerations") or [])
     spec["hostname"] = pod_name

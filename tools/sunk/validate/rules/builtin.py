@@ -777,6 +777,27 @@ def login_load_balancer_open(ctx: RuleContext) -> Iterator[Hit]:
         )
 
 
+@rule(
+    "SUNK035",
+    "directory-unencrypted",
+    "warning",
+    "directoryService reads LDAP over ldap:// without StartTLS: the bind password and every "
+    "user's entry cross the network in clear text.",
+    "use ldaps:// URIs, or set directoryService.startTls: true (with caSecret for a private CA)",
+)
+def directory_unencrypted(ctx: RuleContext) -> Iterator[Hit]:
+    directory = as_map(ctx.values.get("directoryService"))
+    if directory.get("enabled") is not True or directory.get("startTls") is True:
+        return
+    uris = directory.get("ldapUri")
+    for index, uri in enumerate(uris if isinstance(uris, list) else []):
+        if isinstance(uri, str) and uri.startswith("ldap://"):
+            yield Hit(
+                ("directoryService", "ldapUri", index),
+                f"{uri} without StartTLS: LDAP traffic is not encrypted",
+            )
+
+
 # --------------------------------------------------------------------------- images
 
 
