@@ -198,6 +198,9 @@ def test_alice_from_the_directory_logs_in_with_her_key_and_a_wrong_key_is_refuse
     config = slurm.login("sshd", "-T")
     assert "passwordauthentication no" in config and "kbdinteractiveauthentication no" in config
     assert "authorizedkeyscommand /usr/bin/sss_ssh_authorizedkeys %u" in config, config
+    # no Kubernetes API token where users log in
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert ssh.run(keys["alice"][0], "alice", address, f"test -e {token}").returncode == 1
 
 
 def test_the_motd_names_the_partitions_slurm_reports(
@@ -246,7 +249,8 @@ def test_alice_runs_a_two_node_job_that_writes_to_her_home_under_her_uid(
     submit = ssh.run(
         key, "alice", address,
         f"cat > ~/job.sh <<'EOF'\n{script}EOF\n"
-        "sbatch --parsable -N2 --ntasks-per-node=1 -o ~/two-nodes-%j.out ~/job.sh",
+        "sbatch --parsable -N2 --ntasks-per-node=1 -o ~/two-nodes-%j.out -e ~/two-nodes-%j.err"
+        " ~/job.sh",
     )  # fmt: skip
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip().split(";")[0]
