@@ -213,3 +213,30 @@ def test_a_user_volume_may_not_take_the_sidecars_names():
     )
     with pytest.raises(VolumeConfigError, match="sssd-pipes"):
         slurmd_pod(cluster)
+
+
+def test_no_slurm_pod_mounts_an_api_token_unless_its_template_asks():
+    cluster = SlurmClusterSpec.model_validate({"clusterName": "c"})
+    objects = desired_objects(context(cluster))
+    for component in ("controller", "login", "accounting", "rest", "database"):
+        assert workload(objects, component)["automountServiceAccountToken"] is False, component
+    assert slurmd_pod(cluster)["automountServiceAccountToken"] is False
+    nodeset = NodeSetInput(
+        "cpu",
+        NodeSetSpec(clusterName="c", template={"spec": {"automountServiceAccountToken": True}}),
+    )
+    ctx = pod_context("ns", "c", cluster, nodeset.spec, "")
+    pod = build_pod(nodeset, OWNER, ctx, "n0", "cpu-001-002", {})
+    assert pod["spec"]["automountServiceAccountToken"] is True
+
+
+def test_every_munge_sidecar_keeps_only_what_installing_the_key_needs():
+    cluster = SlurmClusterSpec.model_validate({"clusterName": "c"})
+    objects = desired_objects(context(cluster))
+    pods = [workload(objects, c) for c in ("controller", "login", "accounting", "rest")]
+    for pod in [*pods, slurmd_pod(cluster)]:
+        munge = by_name(pod["containers"])["munge"]
+        assert munge["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        assert set(munge["securityContext"]["capabilities"]["add"]) == {
+            "CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID",
+        }  # fmt: skip

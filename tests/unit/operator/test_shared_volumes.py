@@ -142,6 +142,14 @@ def test_the_owned_sets_are_what_the_builders_add():
         login={"sshKeyVolume": {"size": "1Gi"}},
         scripts={"prolog": "p", "epilog": "e"},
         syncer={"nodeLocking": True},
+        directoryService={
+            "enabled": True,
+            "ldapUri": ["ldaps://ldap"],
+            "searchBase": "dc=x",
+            "bindDn": "cn=r,dc=x",
+            "bindPasswordSecret": {"name": "bind"},
+            "caSecret": {"name": "ca"},
+        },
     )
     sshd_pod = workloads(spec)["c-login"]
     assert {v["name"] for v in sshd_pod["volumes"]} | {"ssh-keys"} == LOGIN.volumes

@@ -14,7 +14,7 @@ from typing import Any
 from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import Image, PersistentStorage
 from sunk.operator import directory, names, shared_volumes
-from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SOCKET
+from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SECURITY_CONTEXT, MUNGE_SOCKET
 from sunk.slurmconf import Endpoints, Rendered
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
 from sunk.slurmconf.sssd import FILE as SSSD_FILE
@@ -119,6 +119,7 @@ def munge_container(ctx: ClusterContext) -> dict[str, Any]:
         "resources": resources.model_dump(mode="json", exclude_none=True)
         if resources is not None
         else copy.deepcopy(MUNGE_RESOURCES),
+        "securityContext": copy.deepcopy(MUNGE_SECURITY_CONTEXT),
         "volumeMounts": [
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
             {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
@@ -179,6 +180,8 @@ def _pod_spec(
         "volumes": [*volumes, *_munge_volumes(ctx)],
         "tolerations": _tolerations(opts),
         "enableServiceLinks": False,
+        # No Slurm daemon talks to the Kubernetes API; users SSH into the login Pods.
+        "automountServiceAccountToken": False,
     }
     if hostname:
         spec["hostname"] = hostname
@@ -463,7 +466,11 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
             "selector": {"matchLabels": selector(ctx, "database")},
             "template": {
                 "metadata": {"labels": labels(ctx, "database")},
-                "spec": {"containers": [container], "tolerations": [names.LOCK_TOLERATION]},
+                "spec": {
+                    "containers": [container],
+                    "tolerations": [names.LOCK_TOLERATION],
+                    "automountServiceAccountToken": False,
+                },
             },
             "volumeClaimTemplates": [claim],
             "persistentVolumeClaimRetentionPolicy": {

@@ -15,6 +15,15 @@ from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 
 MUNGE_SOCKET = "/run/munge"
 MUNGE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
+# The munge sidecar installs the key for the munge user (owner, mode) and drops to that user:
+# nothing more.
+MUNGE_SECURITY_CONTEXT = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
+    },
+}
 # Keep slurmd pods where they are through node trouble, as a DaemonSet would.
 NODE_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -202,6 +211,7 @@ def build_pod(
             {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
         ],
         "resources": munge_resources(ctx),
+        "securityContext": copy.deepcopy(MUNGE_SECURITY_CONTEXT),
     }
     spec["containers"] = [*containers, munge]
     spec["volumes"] = [
@@ -215,6 +225,9 @@ def build_pod(
     spec["tolerations"] = _merge_tolerations(spec.get("tolerations") or [])
     spec["hostname"] = pod_name
     spec["enableServiceLinks"] = False
+    # Jobs run here: no API token unless the NodeSet's template asks for one (the lock hook's
+    # token is a projected volume of its own audience).
+    spec.setdefault("automountServiceAccountToken", False)
     spec.pop("nodeSelector", None)  # as in SUNK, node selection is the NodeSet's job
     return {
         "apiVersion": "v1",
