@@ -9,12 +9,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 from sunk.devenv.controlplane import free_port
 
 
 class OperatorProcess:
+    """One operator replica: a Pod whose container may be restarted (``start`` after ``kill``).
+    Like the chart's Deployment it sets ``POD_NAME``, the leader-election identity, and keeps
+    it across restarts, as the kubelet restarting a container does."""
+
     def __init__(
         self,
         kubeconfig: Path,
@@ -30,6 +35,7 @@ class OperatorProcess:
         self.hook_port = free_port()
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.pod_name = f"sunk-operator-{uuid.uuid4().hex[:6]}"
 
     def start(self) -> OperatorProcess:
         self.starts += 1
@@ -60,7 +66,11 @@ class OperatorProcess:
             args += ["--namespace", ns]
         args += self.extra_args
         self.proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "POD_NAME": self.pod_name},
         )
         return self
 

@@ -33,7 +33,7 @@ def operator(chart_operator, op_namespaces, tmp_path_factory) -> Iterator[Operat
     proc = chart_operator(
         op_namespaces,
         tmp_path_factory.mktemp("operator"),
-        extra=["--hook-wait", "8"],  # the strict-timeout case waits this long, not 120 s
+        extra=["--hook-wait", "5"],  # the strict-timeout case waits this long, not 120 s
     )
     proc.wait_leader()
     yield proc

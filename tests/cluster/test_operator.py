@@ -371,7 +371,9 @@ def test_sigkill_mid_reconcile_converges_then_steady_state_makes_no_writes(
     control_plane.wait_for(lambda: len(pods_of(kube, ns, "kill")) >= 3 or None, 60, "some pods")
     operator.kill(signal.SIGKILL)  # mid-reconcile: pods are still being created
     operator.start()
-    operator.wait_leader(timeout=90)  # the dead holder's lease must expire first
+    # The restarted container keeps its Pod name, so it resumes its own lease at once (a new
+    # replica waits for the dead holder's lease to expire: test_two_replicas_never_both_lead).
+    operator.wait_leader(timeout=90)
     control_plane.wait_for(
         lambda: status(kube, ns, "nodesets", "kill").get("numberReady") == 30 or None,
         120,

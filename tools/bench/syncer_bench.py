@@ -2,7 +2,7 @@
 and the latency from a Pod turning NotReady to its Slurm node drained (and back), p50 and p95.
 
     sudo .venv/bin/python tools/bench/syncer_bench.py [--nodes 200] [--small 20] [--steady 60]
-                                                      [--flips 20]
+                                                      [--flips 20] [--interval 5] [--metrics 30]
 
 Everything is real except the slurmd processes:
 
@@ -17,15 +17,17 @@ Everything is real except the slurmd processes:
   names (``<nodeset>-OOO-OOO``) and kwok runs them (Ready). The Syncer reads the JWT key from
   the cluster's Secret, as deployed.
 * The Syncer (``sunk.syncer.loop.Syncer``) runs in this process with its 5 s tick and Slurm
-  metrics on. The operator wakes it on every event of a slurmd Pod; here a real watch on the
-  API server does the same (the benchmark starts no operator), so the latencies include the
-  watch delivery, the 0.2 s coalescing pause, a whole Syncer pass and the read that sees it.
+  metrics on, read every 30 s (``--interval`` and ``--metrics`` change both: the test tier's
+  smoke run shortens them to finish sooner). The operator wakes it on every event of a slurmd
+  Pod; here a real watch on the API server does the same (the benchmark starts no operator),
+  so the latencies include the watch delivery, the 0.2 s coalescing pause, a whole Syncer pass
+  and the read that sees it.
 
 Steady state: nothing changes, first with ``--small`` Pods, then with ``--nodes``; over
-``--steady`` seconds (whole 30 s metrics periods, at least one) the Syncer's Slurm requests,
+``--steady`` seconds (whole metrics periods, at least one) the Syncer's Slurm requests,
 Kubernetes writes, passes, median pass time and this process's CPU time are counted per
 minute, and their ratios between the two sizes printed. Latency: ``--flips`` Pods, one at a
-time and each at a random point of the Syncer's 5 s cycle, get Ready=False (a status patch, as
+time and each at a random point of the Syncer's cycle, get Ready=False (a status patch, as
 the kubelet writes it), then Ready=True; each is timed from the patch until slurmrestd shows the
 node drained with a ``k8s:`` reason (resp. the drain gone), polled every ``--poll`` seconds
 through a separate client (not counted as the Syncer's).
@@ -54,7 +56,7 @@ from sunk.operator import names
 from sunk.operator.kube import Kube, KubeConfig, path_for
 from sunk.operator.nodeset.naming import pod_name
 from sunk.slurmconf import ClusterInputs, NodeSetInput, Rendered, render_all
-from sunk.syncer.loop import METRICS_SECONDS, Syncer
+from sunk.syncer.loop import INTERVAL_SECONDS, METRICS_SECONDS, Syncer
 from sunk.syncer.plan import K8S_PREFIX, SlurmNode
 from sunk.syncer.restd import Slurmrestd
 from sunk.syncer.slurm_metrics import SlurmMetrics
@@ -169,7 +171,7 @@ class Bench:
 
     # --- the Syncer and its wake-ups --------------------------------------------------------
 
-    def start_syncer(self) -> asyncio.Task:
+    def start_syncer(self, interval: float, metrics_interval: float) -> asyncio.Task:
         syncer = Syncer(
             self.kube,
             NAMESPACE,
@@ -177,7 +179,9 @@ class Bench:
             self.url,
             names.jwt_secret(CLUSTER),
             log_level="warning",
+            interval=interval,
             metrics=SlurmMetrics(),
+            metrics_interval=metrics_interval,
         )
         once = syncer.sync_once
 
@@ -251,9 +255,10 @@ class Bench:
     async def steady(self, seconds: float) -> dict[str, float]:
         """Whole passes from the end of one that also read the Slurm metrics (more than one
         request) to the end of the one that reads them for the n-th time after it, n =
-        ``seconds`` in metrics periods (at least one): every window then holds whole 5 s ticks
-        and whole 30 s metrics periods, whatever the node count and the pass time."""
-        cycles = max(1, round(seconds / METRICS_SECONDS))
+        ``seconds`` in metrics periods (at least one): every window then holds whole ticks
+        and whole metrics periods, whatever the node count and the pass time."""
+        assert self.syncer is not None
+        cycles = max(1, round(seconds / self.syncer.metrics_interval))
         index = len(self.passes) - 1
         marks: list[int] = []
         while len(marks) <= cycles:
@@ -357,7 +362,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(bench: Bench, args: argparse.Namespace) -> tuple[list[dict], dict]:
-    task = bench.start_syncer()
+    task = bench.start_syncer(args.interval, args.metrics)
     watch = asyncio.get_running_loop().create_task(bench.watch_pods())
     try:
         steady = []
@@ -391,9 +396,10 @@ STEADY_COLUMNS = (  # (heading, key, format)
 )
 
 
-def report(steady: list[dict], latency: dict) -> None:
+def report(steady: list[dict], latency: dict, args: argparse.Namespace) -> None:
     print()
-    print("steady state (nothing changes; Syncer tick 5 s, Slurm metrics every 30 s)")
+    print(f"steady state (nothing changes; Syncer tick {args.interval:g} s, "
+          f"Slurm metrics every {args.metrics:g} s)")  # fmt: skip
     print(" ".join(f"{heading:>15}" for heading, _, _ in STEADY_COLUMNS))
     for row in steady:
         values = {**row, "cpu": row["cpu"] * 1000}
@@ -427,10 +433,16 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--small", type=int, default=20)
     parser.add_argument(
-        "--steady", type=float, default=60.0, help="seconds per size (whole 30 s metrics periods)"
+        "--steady", type=float, default=60.0, help="seconds per size (whole metrics periods)"
     )
     parser.add_argument("--flips", type=int, default=20)
     parser.add_argument("--poll", type=float, default=0.02, help="seconds between reads")
+    parser.add_argument(
+        "--interval", type=float, default=INTERVAL_SECONDS, help="the Syncer's tick (seconds)"
+    )
+    parser.add_argument(
+        "--metrics", type=float, default=METRICS_SECONDS, help="seconds between metrics reads"
+    )
     args = parser.parse_args()
     if not 0 < args.small < args.nodes:
         parser.error("--small must be between 0 and --nodes")
@@ -444,7 +456,7 @@ def main() -> int:
         bench = Bench(cp, rt, rendered, url)
         bench.prepare()
         steady, latency = asyncio.run(measure(bench, args))
-    report(steady, latency)
+    report(steady, latency, args)
     return 0
 
 

@@ -52,11 +52,12 @@ class Syncer:
         metrics: SlurmMetrics | None = None,
         locking: bool = True,
         active: Callable[[], bool] | None = None,
+        metrics_interval: float = METRICS_SECONDS,
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
         self.on_change = on_change
-        self.metrics = metrics
+        self.metrics, self.metrics_interval = metrics, metrics_interval
         self.locking, self.locker = locking, Locker(kube)
         self.active = active or (lambda: True)  # false: not the leader now; skip passes
         self._metrics_at = 0.0
@@ -201,8 +202,8 @@ class Syncer:
                 await self.locker.mirror(pod, name, node)
 
     async def _observe(self, restd: Slurmrestd, nodes: list[dict[str, Any]]) -> None:
-        """Slurm metrics every METRICS_SECONDS: three more reads, whatever the node count."""
-        if self.metrics is None or time.monotonic() - self._metrics_at < METRICS_SECONDS:
+        """Slurm metrics every ``metrics_interval``: three more reads, whatever the node count."""
+        if self.metrics is None or time.monotonic() - self._metrics_at < self.metrics_interval:
             return
         jobs, partitions, diag = await restd.jobs(), await restd.partitions(), await restd.diag()
         self.metrics.observe(self.namespace, self.cluster, nodes, jobs, partitions, diag)
