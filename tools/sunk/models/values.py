@@ -758,28 +758,24 @@ DIRECTORY_DESCRIPTION = (
 LDAP_URI = r'^ldaps?://[^\x00-\x20\x7f#"\\,]+$'
 
 
+def _secret_key(default: str, what: str) -> Any:
+    return Field(
+        default=default,
+        pattern=CONFIG_MAP_KEY,
+        max_length=253,
+        description=f"Key of the {what} in the Secret.",
+    )
+
+
 class BindPasswordRef(Strict):
     name: str = Field(
         description="Secret in the cluster's namespace.", pattern=DNS_SUBDOMAIN, max_length=253
     )
-    key: str = Field(
-        default="password",
-        pattern=CONFIG_MAP_KEY,
-        max_length=253,
-        description="Key of the password in the Secret.",
-    )
+    key: str = _secret_key("password", "password")
 
 
-class CaCertificateRef(Strict):
-    name: str = Field(
-        description="Secret in the cluster's namespace.", pattern=DNS_SUBDOMAIN, max_length=253
-    )
-    key: str = Field(
-        default="ca.crt",
-        pattern=CONFIG_MAP_KEY,
-        max_length=253,
-        description="Key of the PEM certificate in the Secret.",
-    )
+class CaCertificateRef(BindPasswordRef):
+    key: str = _secret_key("ca.crt", "PEM certificate")
 
 
 _DIRECTORY_ON = "!has(self.enabled) || !self.enabled || "
