@@ -180,6 +180,13 @@ def test_a_file_written_on_the_login_pod_is_read_by_srun_on_both_compute_nodes(
     # and plainly, as a user would: two nodes, the same file
     out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "cat", "/shared/from-login")
     assert out.split() == [token, token], out
+    # slurmctld reached these sruns by the login Pod's host name (it resolves in the login
+    # Pods' subdomain, which the controller Pod searches): no job waited for its completion
+    (ctl,) = slurm.running_pods("controller")
+    log = slurm.cluster.kubectl(
+        "logs", "-n", slurm.namespace, ctl["metadata"]["name"], "-c", "slurmctld"
+    )
+    assert "Unable to resolve" not in log and "completion process took" not in log, log[-3000:]
 
 
 def test_alice_from_the_directory_logs_in_with_her_key_and_a_wrong_key_is_refused(

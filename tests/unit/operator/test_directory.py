@@ -240,3 +240,18 @@ def test_every_munge_sidecar_keeps_only_what_installing_the_key_needs():
         assert set(munge["securityContext"]["capabilities"]["add"]) == {
             "CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID",
         }  # fmt: skip
+
+
+def test_slurmctld_resolves_the_login_pods_host_names():
+    """srun gives slurmctld its host's name, a login Pod's: the controller Pod searches the
+    login Pods' subdomain (their headless Service)."""
+    objects = desired_objects(context(SlurmClusterSpec.model_validate({"clusterName": "c"})))
+    controller = workload(objects, "controller")
+    assert controller["dnsConfig"] == {"searches": ["c-login-pods.ns.svc.cluster.local"]}
+    login = next(
+        o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "c-login"
+    )
+    assert login["spec"]["serviceName"] == "c-login-pods"
+    assert any(o["kind"] == "Service" and o["metadata"]["name"] == "c-login-pods" for o in objects)
+    off = SlurmClusterSpec.model_validate({"clusterName": "c", "login": {"enabled": False}})
+    assert "dnsConfig" not in workload(desired_objects(context(off)), "controller")

@@ -49,6 +49,11 @@ def login(cluster: str) -> str:
     return f"{cluster}-login"
 
 
+def login_pods(cluster: str) -> str:
+    """The login StatefulSet's headless Service: its Pods' DNS subdomain."""
+    return f"{login(cluster)}-pods"
+
+
 def config_map(cluster: str) -> str:
     return f"{cluster}-slurm-config"
 

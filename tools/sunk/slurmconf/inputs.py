@@ -13,6 +13,14 @@ STATE_DIR = "/var/spool/slurmctld"
 SLURMD_SPOOL = "/var/spool/slurmd/%n"
 
 
+# The cluster's DNS domain is Kubernetes' default; Services are <name>.<namespace>.svc.<domain>.
+CLUSTER_DOMAIN = "cluster.local"
+
+
+def service_domain(namespace: str) -> str:
+    return f"{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
 @dataclass(frozen=True)
 class Endpoints:
     """Where the daemons are reachable. The operator derives them from Service names; tests
@@ -30,7 +38,7 @@ class Endpoints:
     def for_cluster(cls, spec: SlurmClusterSpec, namespace: str) -> Endpoints:
         """The Service names the operator creates for a SlurmCluster in ``namespace``."""
         name = spec.clusterName
-        svc = f"{namespace}.svc.cluster.local"
+        svc = service_domain(namespace)
         acct = spec.accounting
         if acct.database.type == "external" or acct.external.enabled:
             storage_host, storage_port = acct.external.host or "", acct.external.port

@@ -16,6 +16,7 @@ from sunk.models.k8s import Image, PersistentStorage
 from sunk.operator import directory, names, shared_volumes
 from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SECURITY_CONTEXT, MUNGE_SOCKET
 from sunk.slurmconf import Endpoints, Rendered
+from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
 from sunk.slurmconf.sssd import FILE as SSSD_FILE
 
@@ -356,6 +357,14 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     volumes = [_config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
     pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
     directory.attach(pod, ctx.directory_pod, {"slurmctld"})
+    if ctx.spec.login.enabled:
+        # srun and salloc on a login Pod give slurmctld their host name (the Pod's, e.g.
+        # <cluster>-login-0) for its messages to them; it resolves only in the login Pods'
+        # subdomain. Unresolved, slurmctld retries for 10 s per message and a job's completion
+        # waits about a minute for the srun it cannot reach.
+        pod["dnsConfig"] = {
+            "searches": [f"{names.login_pods(ctx.cluster)}.{service_domain(ctx.namespace)}"]
+        }
     pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
@@ -563,7 +572,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
         "metadata": meta(ctx, name, "login"),
         "spec": {
             "replicas": opts.replicas,
-            "serviceName": f"{name}-pods",
+            "serviceName": names.login_pods(ctx.cluster),
             "selector": {"matchLabels": selector(ctx, "login")},
             "template": _template(
                 ctx, "login", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
@@ -583,7 +592,10 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
             svc["spec"]["externalTrafficPolicy"] = opts.service.externalTrafficPolicy
         if opts.service.loadBalancerSourceRanges:
             svc["spec"]["loadBalancerSourceRanges"] = list(opts.service.loadBalancerSourceRanges)
-    return [statefulset, svc, service(ctx, f"{name}-pods", "login", [("ssh", 22)], headless=True)]
+    pods_service = service(
+        ctx, names.login_pods(ctx.cluster), "login", [("ssh", 22)], headless=True
+    )
+    return [statefulset, svc, pods_service]
 
 
 def desired_objects(ctx: ClusterContext, with_login: bool = True) -> list[dict[str, Any]]:
