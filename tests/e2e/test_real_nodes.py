@@ -280,6 +280,11 @@ def test_alice_runs_a_two_node_job_that_writes_to_her_home_under_her_uid(
     for pod in compute:
         assert f"{ALICE_UID} alice /home/alice/from-{pod}" in lines, listing.stdout
         assert f"{pod} alice {ALICE_UID}" in lines, listing.stdout
+        # every job so far left its slurmstepd orphaned; tini (PID 1) reaped them all
+        zombies = slurm.exec(
+            pod, "slurmd", "sh", "-c", "ps -eo stat=,pid=,args= | grep '^Z' || true"
+        )
+        assert not zombies.strip(), (pod, zombies)
 
 
 def test_a_user_added_to_the_directory_logs_in_without_a_restart(
