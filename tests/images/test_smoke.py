@@ -481,4 +481,4 @@ def test_cuda_variant_is_slurmd_on_another_base(built_images, monkeypatch):
     assert (cuda, env) == ("12.8.0", "12.8.0")
     assert slurm.split(":")[-1].startswith(f"{images.SLURM_VERSION}.")
     entry = sh("docker", "image", "inspect", "-f", "{{json .Config.Entrypoint}}", variant)
-    assert entry.stdout.strip() == '["/usr/local/bin/sunk-entrypoint"]'
+    assert entry.stdout.strip() == '["/usr/bin/tini","--","/usr/local/bin/sunk-entrypoint"]'
