@@ -52,9 +52,9 @@ sssd_foreground() {
   # A Pod's fsGroup makes the emptyDirs setgid: SSSD's sockets would take that group, and
   # SSSD refuses sockets not owned by root:root. Root owns the directories, so no capability
   # is needed to clear the bit.
-  # A restarted sidecar finds its previous sockets and caches in the emptyDirs: start clean.
   sunk_do install -d -m 0755 "$SUNK_SSSD_PIPES" "$SUNK_SSSD_MC"
   sunk_do chmod g-s "$SUNK_SSSD_PIPES" "$SUNK_SSSD_MC"
+  # A restarted sidecar finds its previous sockets and caches in the emptyDirs: start clean.
   sunk_do find "$SUNK_SSSD_PIPES" "$SUNK_SSSD_MC" -mindepth 1 -delete
   sunk_do install -d -m 0700 "$SUNK_SSSD_PIPES/private"
   umask 077

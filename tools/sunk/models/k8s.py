@@ -28,6 +28,14 @@ class Image(Strict):
     )
 
 
+def image_ref(image: Image, registry: str | None) -> str:
+    """The reference a Pod pulls: `global.imageRegistry` prefixed, the digest over the tag."""
+    repo = f"{registry.rstrip('/')}/{image.repository}" if registry else image.repository
+    if image.digest:
+        return f"{repo}@{image.digest}"
+    return f"{repo}:{image.tag}" if image.tag else repo
+
+
 class Resources(Strict):
     requests: dict[str, Quantity] | None = Field(
         default=None, description="Resource requests, e.g. `{cpu: 4, memory: 16Gi}`."

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sunk.models.crds import SlurmClusterSpec
+from sunk.models.k8s import image_ref
 from sunk.operator import names
 from sunk.slurmconf.sssd import CA_DIR
 
@@ -53,15 +54,14 @@ class DirectoryPod:
         return asdict(self)
 
 
-def for_cluster(spec: SlurmClusterSpec, image: str) -> DirectoryPod | None:
-    """The sidecar's settings, or None when `directoryService` is off; ``image`` is the
-    sidecar's image reference (the registry applied)."""
+def for_cluster(spec: SlurmClusterSpec) -> DirectoryPod | None:
+    """The sidecar's settings, or None when `directoryService` is off."""
     directory = spec.directoryService
     if not directory.enabled:
         return None
     bind, ca = directory.bindPasswordSecret, directory.caSecret
     return DirectoryPod(
-        image=image,
+        image=image_ref(directory.image, spec.global_.imageRegistry),
         config_map=names.sssd_map(spec.clusterName),
         bind_secret=(bind.name, bind.key) if bind else None,
         ca_secret=(ca.name, ca.key) if ca else None,

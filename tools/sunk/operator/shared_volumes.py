@@ -40,20 +40,19 @@ class Owned:
     paths: frozenset[str]
 
 
-# The sssd sidecar's, in every Pod kind when `directoryService` is on.
-_DIRECTORY_VOLUMES = directory.VOLUMES
-_DIRECTORY_PATHS = directory.CLIENT_PATHS
+# The sssd sidecar's names and paths (directory.VOLUMES, CLIENT_PATHS) are in every Pod kind
+# when `directoryService` is on.
 LOGIN = Owned(
     "login",
     frozenset({"slurm-config", "host-keys", "ssh-keys", "munge-socket", "munge-key"})
-    | _DIRECTORY_VOLUMES,
+    | directory.VOLUMES,
     frozenset({"/etc/slurm", "/etc/ssh/host-keys-secret", "/etc/ssh/user-keys", "/run/munge"})
-    | _DIRECTORY_PATHS,
+    | directory.CLIENT_PATHS,
 )
 SLURMD = Owned(
     "slurmd",
     frozenset({"munge-socket", "munge-key", "dispatchers", "prolog-d", "epilog-d", "sunk-hook"})
-    | _DIRECTORY_VOLUMES,
+    | directory.VOLUMES,
     frozenset(
         {
             "/run/munge",
@@ -65,7 +64,7 @@ SLURMD = Owned(
             "/var/run/sunk/hook",
         }
     )
-    | _DIRECTORY_PATHS,
+    | directory.CLIENT_PATHS,
 )
 
 

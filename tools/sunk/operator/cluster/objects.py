@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sunk.models.crds import SlurmClusterSpec
-from sunk.models.k8s import Image, PersistentStorage
+from sunk.models.k8s import PersistentStorage, image_ref
 from sunk.operator import directory, names, shared_volumes
-from sunk.operator.nodeset.pod import MUNGE_RESOURCES, MUNGE_SECURITY_CONTEXT, MUNGE_SOCKET
+from sunk.operator.nodeset.pod import MUNGE_SOCKET, munge_sidecar, munge_volumes
 from sunk.slurmconf import Endpoints, Rendered
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
@@ -45,18 +45,6 @@ class ClusterContext:
     @property
     def cluster(self) -> str:
         return self.spec.clusterName
-
-    @property
-    def directory_pod(self) -> directory.DirectoryPod | None:
-        image = image_ref(self.spec.directoryService.image, self.spec.global_.imageRegistry)
-        return directory.for_cluster(self.spec, image)
-
-
-def image_ref(image: Image, registry: str | None) -> str:
-    repo = f"{registry.rstrip('/')}/{image.repository}" if registry else image.repository
-    if image.digest:
-        return f"{repo}@{image.digest}"
-    return f"{repo}:{image.tag}" if image.tag else repo
 
 
 def labels(ctx: ClusterContext, component: str) -> dict[str, str]:
@@ -110,29 +98,13 @@ def _pull_secrets(ctx: ClusterContext) -> list[dict[str, str]]:
 
 
 def munge_container(ctx: ClusterContext) -> dict[str, Any]:
-    """The munge sidecar of every control-plane Pod, sized by `munge.resources` (the slurmd
-    Pods' sidecar takes the same: sunk.operator.nodeset.pod)."""
+    """The munge sidecar of every control-plane Pod, sized by `munge.resources`, as the slurmd
+    Pods' (sunk.operator.nodeset.pod)."""
     resources = ctx.spec.munge.resources
-    return {
-        "name": "munge",
-        "image": image_ref(ctx.spec.controller.image, ctx.spec.global_.imageRegistry),
-        "args": ["munged"],
-        "resources": resources.model_dump(mode="json", exclude_none=True)
-        if resources is not None
-        else copy.deepcopy(MUNGE_RESOURCES),
-        "securityContext": copy.deepcopy(MUNGE_SECURITY_CONTEXT),
-        "volumeMounts": [
-            {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
-            {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
-        ],
-    }
-
-
-def _munge_volumes(ctx: ClusterContext) -> list[dict[str, Any]]:
-    return [
-        {"name": "munge-socket", "emptyDir": {"medium": "Memory"}},
-        {"name": "munge-key", "secret": {"secretName": ctx.munge_secret, "defaultMode": 0o400}},
-    ]
+    return munge_sidecar(
+        image_ref(ctx.spec.controller.image, ctx.spec.global_.imageRegistry),
+        resources.model_dump(mode="json", exclude_none=True) if resources is not None else None,
+    )
 
 
 def _lua_sources(ctx: ClusterContext, files: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -178,7 +150,7 @@ def _pod_spec(
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [*containers, munge_container(ctx)],
-        "volumes": [*volumes, *_munge_volumes(ctx)],
+        "volumes": [*volumes, *munge_volumes(ctx.munge_secret)],
         "tolerations": _tolerations(opts),
         "enableServiceLinks": False,
         # No Slurm daemon talks to the Kubernetes API; users SSH into the login Pods.
@@ -356,7 +328,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
     volumes = [_config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
     pod = _pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
-    directory.attach(pod, ctx.directory_pod, {"slurmctld"})
+    directory.attach(pod, directory.for_cluster(ctx.spec), {"slurmctld"})
     if ctx.spec.login.enabled:
         # srun and salloc on a login Pod give slurmctld their host name (the Pod's, e.g.
         # <cluster>-login-0) for its messages to them; it resolves only in the login Pods'
@@ -563,9 +535,10 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     ]
     container.setdefault("securityContext", copy.deepcopy(SSHD_SECURITY_CONTEXT))
     pod = _pod_spec(ctx, opts, [container], volumes)
-    if ctx.directory_pod is not None:
+    sssd = directory.for_cluster(ctx.spec)
+    if sssd is not None:
         container["env"].append(dict(directory.LOGIN_ENV))
-        directory.attach(pod, ctx.directory_pod, {"sshd"})
+        directory.attach(pod, sssd, {"sshd"})
     statefulset: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -138,7 +138,7 @@ def plan(
         "tolerations": tolerations,
         "containers": [
             *(pod_spec.get("containers") or []),
-            {"name": "munge", "resources": munge_resources(ctx)},
+            {"name": "munge", "resources": munge_resources(ctx.munge_resources)},
         ],
     }
     by_node = {_node_of(p): p for p in pods}

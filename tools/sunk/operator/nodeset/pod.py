@@ -67,10 +67,32 @@ HOOK_AUDIENCE = f"{names.GROUP}/hook"
 HOOK_TOKEN_SECONDS = 3600  # kubelet refreshes it at 80 %
 
 
-def munge_resources(ctx: PodContext) -> dict[str, Any]:
+def munge_sidecar(image: str, resources: dict[str, Any] | None) -> dict[str, Any]:
+    """The munge sidecar of every Slurm Pod (slurmd and control plane): `munge.resources`
+    when set, else ours."""
+    return {
+        "name": "munge",
+        "image": image,
+        "args": ["munged"],
+        "volumeMounts": [
+            {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
+            {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
+        ],
+        "resources": munge_resources(resources),
+        "securityContext": copy.deepcopy(MUNGE_SECURITY_CONTEXT),
+    }
+
+
+def munge_volumes(secret: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "munge-socket", "emptyDir": {"medium": "Memory"}},
+        {"name": "munge-key", "secret": {"secretName": secret, "defaultMode": 0o400}},
+    ]
+
+
+def munge_resources(resources: dict[str, Any] | None) -> dict[str, Any]:
     """The munge sidecar's resources: `munge.resources` when set, else ours."""
-    chosen = ctx.munge_resources if ctx.munge_resources is not None else MUNGE_RESOURCES
-    return copy.deepcopy(chosen)
+    return copy.deepcopy(resources if resources is not None else MUNGE_RESOURCES)
 
 
 def effective_template(nodeset: NodeSetInput, ctx: PodContext | None = None) -> dict[str, Any]:
@@ -202,22 +224,10 @@ def build_pod(
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
         ]
         container["volumeMounts"] += _script_mounts(ctx)
-    munge = {
-        "name": "munge",
-        "image": ctx.controller_image,
-        "args": ["munged"],
-        "volumeMounts": [
-            {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
-            {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
-        ],
-        "resources": munge_resources(ctx),
-        "securityContext": copy.deepcopy(MUNGE_SECURITY_CONTEXT),
-    }
-    spec["containers"] = [*containers, munge]
+    spec["containers"] = [*containers, munge_sidecar(ctx.controller_image, ctx.munge_resources)]
     spec["volumes"] = [
         *(spec.get("volumes") or []),
-        {"name": "munge-socket", "emptyDir": {"medium": "Memory"}},
-        {"name": "munge-key", "secret": {"secretName": ctx.munge_secret, "defaultMode": 0o400}},
+        *munge_volumes(ctx.munge_secret),
         *_script_volumes(ctx),
     ]
     attach(spec, ctx.directory, {"slurmd"})

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
+from sunk.models.k8s import image_ref
 from sunk.operator import conditions, directory, names
-from sunk.operator.cluster.objects import image_ref
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset import removal
@@ -151,9 +151,7 @@ def pod_context(
         munge_resources=resources.model_dump(mode="json", exclude_none=True)
         if resources is not None
         else None,
-        directory=directory.for_cluster(
-            cluster, image_ref(cluster.directoryService.image, cluster.global_.imageRegistry)
-        ),
+        directory=directory.for_cluster(cluster),
     )
 
 
