@@ -1,6 +1,8 @@
 """The real kube-apiserver refuses hostile SlurmCluster and NodeSet objects where the CRD
-can carry the guard's patterns (typed string fields); map keys and free scalar values are
-refused by the operator's renderer instead (see sunk.schema.convert)."""
+can carry the guard's patterns: typed string fields, and the names of s6 services (a CEL rule,
+since a structural schema has no propertyNames). Other map keys and free scalar values are
+refused by the operator's renderer instead: a CEL rule over every config map's keys exceeds
+the API server's cost budget 27 times over (keys have no length bound it can see)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,18 @@ CLUSTER_FIELDS = {
 NODESET_FIELDS = {
     "staticFeatures": lambda p: {"features": {"staticFeatures": [p]}},
     "dynamic-prefix": lambda p: {"features": {"dynamicFeatures": {"l": {"prefix": p}}}},
+}
+
+
+# s6 service names a hostile CR could use to reach a path outside the service directory or to
+# break the services list the images read.
+HOSTILE_KEYS = ["AuthType=auth/none", "a b", "x\noneshot", "../../etc/cron.d/x", "#x", ".x"]
+CLUSTER_KEY_FIELDS = {
+    "compute.s6": lambda k: {"compute": {"s6": {k: {"type": "oneshot", "script": "true"}}}},
+    "login.s6": lambda k: {"login": {"s6": {k: {"type": "longrun", "script": "sleep 1"}}}},
+}
+NODESET_KEY_FIELDS = {
+    "s6": lambda k: {"s6": {k: {"type": "oneshot", "script": "true"}}},
 }
 
 
@@ -64,6 +78,42 @@ def test_hostile_objects_are_refused(crds, kube, namespace, payload):
 # controls, which it cannot name (RE2 and Python share no escape for them): the renderer does.
 LUA_REFUSED = {k: v for k, v in LUA_BREAKERS.items() if k != "bidi"}
 LUA_FIELDS = ("jobSubmitLua", "cliFilterLua")
+
+
+@pytest.mark.parametrize("key", HOSTILE_KEYS)
+def test_hostile_map_keys_are_refused(crds, kube, namespace, key):
+    for field, build in CLUSTER_KEY_FIELDS.items():
+        with pytest.raises(KubeAPIError, match="s6 service names must match") as caught:
+            _create(kube, namespace, "slurmclusters", "SlurmCluster",
+                    {"clusterName": "c", **build(key)})  # fmt: skip
+        assert caught.value.status == 422 and "s6 service names must match" in str(caught.value), (
+            field
+        )
+    for field, build in NODESET_KEY_FIELDS.items():
+        with pytest.raises(KubeAPIError) as caught:
+            _create(kube, namespace, "nodesets", "NodeSet", {"clusterName": "c", **build(key)})
+        assert caught.value.status == 422 and "s6 service names must match" in str(caught.value), (
+            field
+        )
+
+
+def test_ordinary_map_keys_are_accepted(crds, kube, namespace):
+    spec = {"clusterName": "c"}
+    for build in CLUSTER_KEY_FIELDS.values():
+        _deep_update(spec, build("Good_key1"))
+    _create(kube, namespace, "slurmclusters", "SlurmCluster", spec)
+    ns_spec = {"clusterName": "c"}
+    for build in NODESET_KEY_FIELDS.values():
+        ns_spec.update(build("setup.v2"))
+    _create(kube, namespace, "nodesets", "NodeSet", ns_spec)
+
+
+def _deep_update(into: dict, more: dict) -> None:
+    for key, value in more.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _deep_update(into[key], value)
+        else:
+            into[key] = value
 
 
 @pytest.mark.parametrize("payload", sorted(LUA_REFUSED))

@@ -27,7 +27,6 @@ from sunk.models.k8s import Image
 from sunk.models.values import (
     DIRECTORY_DESCRIPTION,
     NSSCACHE_DESCRIPTION,
-    S6_DESCRIPTION,
     SCHEDULER_DESCRIPTION,
     Accounting,
     ClusterCompute,
@@ -41,12 +40,14 @@ from sunk.models.values import (
     Nsscache,
     Partition,
     Rest,
+    S6Name,
     S6Service,
     Scheduler,
     SlurmConfig,
     Syncer,
     Topology,
     UpdateStrategy,
+    s6_services,
 )
 from sunk.models.values import image as opensunk_image
 
@@ -276,7 +277,7 @@ class NodeSetSpec(Strict):
     partitionConfig: dict[ConfKey, ConfText | int] = Field(
         default_factory=dict, max_length=256, description="Keys of the group's partition."
     )
-    s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
+    s6: dict[S6Name, S6Service] = s6_services(dict)
     image: Image | None = Field(default=None, description="Informational: the slurmd image.")
     template: PodTemplate = Field(default_factory=PodTemplate, description="Pod template.")
 

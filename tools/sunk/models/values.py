@@ -84,17 +84,66 @@ class PodOptions(Strict):
     )
 
 
-S6_DESCRIPTION = "s6-rc services. Not acted on yet: no image runs s6-rc."
+S6_DESCRIPTION = (
+    "s6 services by name: oneshots run in name order before the daemon starts, then longruns "
+    "run supervised (restarted when they die)."
+)
+# A service name is a file name in the image and a ConfigMap key.
+S6_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+S6Name = Annotated[str, Field(pattern=S6_NAME, max_length=63)]
+MAX_S6_SERVICES = 64
+MAX_S6_SCRIPT = 256 * 1024
+
+
+# A CRD has no propertyNames (not structural): the names' pattern as a CEL rule, affordable
+# because the map is small.
+S6_NAME_RULE = {
+    "rule": f"self.all(k, k.matches('{S6_NAME}'))",
+    "message": f"s6 service names must match {S6_NAME}",
+}
+
+
+def s6_services(default: Any = None) -> Any:
+    extra = {"x-cel": [S6_NAME_RULE]}
+    if default is None:
+        return Field(
+            default=None,
+            max_length=MAX_S6_SERVICES,
+            description=S6_DESCRIPTION,
+            json_schema_extra=extra,
+        )
+    return Field(
+        default_factory=default,
+        max_length=MAX_S6_SERVICES,
+        description=S6_DESCRIPTION,
+        json_schema_extra=extra,
+    )
 
 
 class S6Service(Strict):
-    type: Literal["oneshot", "longrun"] = Field(description="s6-rc service type.")
-    script: str = Field(description="The service script (run for longrun, up for oneshot).")
+    type: Literal["oneshot", "longrun"] = Field(
+        description="oneshot: runs once, to completion, before the daemon; longrun: runs "
+        "beside it and is restarted when it exits."
+    )
+    script: str = Field(
+        max_length=MAX_S6_SCRIPT,
+        description="The script, run as root in the daemon's container: with its `#!` "
+        "interpreter, else with /bin/sh.",
+    )
     timeoutUp: int | None = Field(
-        default=None, ge=0, le=INT32_MAX, description="Start timeout in ms."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="oneshot: milliseconds it may run before it is killed and counts as "
+        "failed (0 or unset: no limit). longrun: not used (it is up once started).",
     )
     timeoutDown: int | None = Field(
-        default=None, ge=0, le=INT32_MAX, description="Stop timeout in ms."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="longrun: milliseconds between SIGTERM and SIGKILL when the container "
+        "stops (unset: s6's default, none). oneshot: not used (SUNK's keys have no down "
+        "script).",
     )
 
 
@@ -251,7 +300,7 @@ class Login(PodOptions):
         description="PVC for user SSH keys, mounted at /etc/ssh/user-keys. Not acted on yet: "
         "sshd does not read keys from there. Host keys live in an operator Secret.",
     )
-    s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
+    s6: dict[S6Name, S6Service] = s6_services(dict)
     volumes: list[dict[str, Any]] = open_object(
         "Extra login Pod volumes (raw); one named like a `global.volumes` entry replaces it.",
         default_factory=list,
@@ -314,7 +363,7 @@ class NodeGroup(PodOptions):
     partitionConfig: dict[ConfKey, ConfText | int] | None = Field(
         default=None, max_length=256, description="Extra keys for this group's own partition line."
     )
-    s6: dict[str, S6Service] | None = Field(default=None, description=S6_DESCRIPTION)
+    s6: dict[S6Name, S6Service] | None = s6_services()
     volumes: list[dict[str, Any]] | None = open_object(
         "Extra slurmd Pod volumes (raw); one named like a `global.volumes` or `compute.mounts` "
         "entry replaces it.",
@@ -406,7 +455,7 @@ class ClusterCompute(Strict):
         default=True, description="Generate topology.conf from Node labels."
     )
     pyxis: Pyxis = Field(default_factory=Pyxis, description="Pyxis/Enroot.")
-    s6: dict[str, S6Service] = Field(default_factory=dict, description=S6_DESCRIPTION)
+    s6: dict[S6Name, S6Service] = s6_services(dict)
     mounts: list[Mount] = Field(default_factory=list, description="PVC mounts on all groups.")
 
 
