@@ -147,3 +147,136 @@ sunk_own_dirs() {
     sunk_do chown "$user:$user" "$dir"
   done
 }
+
+# ---- s6 services: `compute.s6`, `compute.nodes.<name>.s6`, `login.s6` ----------------------
+# The operator's ConfigMap is mounted at SUNK_S6_DIR. Its `services` file lists one service a
+# line, "NAME TYPE TIMEOUT_UP_MS TIMEOUT_DOWN_MS", in name order, and NAME.script holds each
+# script. The oneshots run first, one after another, before the daemon starts; the longruns
+# then run under s6-svscan, which restarts one that exits. (Debian has s6 but not s6-rc; SUNK's
+# keys declare no dependencies, so this order is all s6-rc would add.)
+SUNK_S6_DIR=${SUNK_S6_DIR:-/etc/sunk/s6}
+SUNK_S6_RUN=${SUNK_S6_RUN:-/run/sunk/s6}
+# sunk-ready (the readiness probe of a Pod with services) reads these two.
+SUNK_STARTED=${SUNK_STARTED:-/run/sunk/started}
+SUNK_STARTUP_FAILED=${SUNK_STARTUP_FAILED:-/run/sunk/startup-failed}
+# Kubernetes shows this file's text in the container's status when the container ends.
+SUNK_TERMINATION_LOG=${SUNK_TERMINATION_LOG:-/dev/termination-log}
+SUNK_S6_FAILURE="" # why a oneshot failed (set by sunk_s6_start)
+SUNK_S6_SCAN=""    # the scan directory, once longruns run
+
+# Milliseconds as seconds for timeout(1): 1500 -> 1.500.
+_sunk_s6_seconds() {
+  printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000))
+}
+
+# Copy a service's script where it can run (a ConfigMap file is read-only and its mode is the
+# volume's) and print how to run it: itself with a `#!` line, else through sh.
+_sunk_s6_command() {
+  local name=$1 dest="$SUNK_S6_RUN/scripts/$1"
+  cp "$SUNK_S6_DIR/$name.script" "$dest"
+  chmod 0755 "$dest"
+  if [ "$(head -c 2 "$dest")" = '#!' ]; then
+    printf '%s\n' "$dest"
+  else
+    printf '/bin/sh %s\n' "$dest"
+  fi
+}
+
+_sunk_s6_oneshot() {
+  local name=$1 up=$2 status=0 cmd
+  cmd=$(_sunk_s6_command "$name")
+  sunk_log "s6: oneshot $name starting"
+  if [ "$up" -gt 0 ]; then
+    # shellcheck disable=SC2086 # cmd is "script" or "/bin/sh script"
+    timeout --kill-after=5 "$(_sunk_s6_seconds "$up")" $cmd </dev/null || status=$?
+  else
+    # shellcheck disable=SC2086
+    $cmd </dev/null || status=$?
+  fi
+  if [ "$status" = 0 ]; then
+    sunk_log "s6: oneshot $name done"
+    return 0
+  fi
+  if [ "$up" -gt 0 ] && { [ "$status" = 124 ] || [ "$status" = 137 ]; }; then
+    SUNK_S6_FAILURE="s6 oneshot $name timed out after ${up}ms"
+  else
+    SUNK_S6_FAILURE="s6 oneshot $name failed (exit $status)"
+  fi
+  return 1
+}
+
+_sunk_s6_longrun() {
+  local name=$1 down=$2 dir="$SUNK_S6_RUN/service/$1" cmd
+  cmd=$(_sunk_s6_command "$name")
+  mkdir -p "$dir"
+  printf '#!/bin/sh\nexec %s </dev/null\n' "$cmd" >"$dir/run"
+  chmod 0755 "$dir/run"
+  # s6-supervise: milliseconds from SIGTERM to SIGKILL when the service is brought down.
+  if [ "$down" -gt 0 ]; then printf '%s\n' "$down" >"$dir/timeout-kill"; fi
+}
+
+# Run the oneshots, then start the longruns. When a oneshot fails or times out, nothing more
+# starts: the reason is logged, kept in SUNK_S6_FAILURE and SUNK_STARTUP_FAILED (the
+# readiness probe reports it) and in the termination log, and the function returns 1.
+sunk_s6_start() {
+  local line name type up down longruns=0
+  local -a lines=()
+  [ -r "$SUNK_S6_DIR/services" ] || return 0
+  mapfile -t lines <"$SUNK_S6_DIR/services"
+  rm -f "$SUNK_STARTED" "$SUNK_STARTUP_FAILED"
+  mkdir -p "$(dirname "$SUNK_STARTED")" "$(dirname "$SUNK_STARTUP_FAILED")"
+  rm -rf "$SUNK_S6_RUN"
+  mkdir -p "$SUNK_S6_RUN/scripts" "$SUNK_S6_RUN/service"
+  for line in "${lines[@]}"; do
+    read -r name type up down <<<"$line"
+    [ -n "$name" ] || continue
+    [ -r "$SUNK_S6_DIR/$name.script" ] || sunk_die "s6: $SUNK_S6_DIR/$name.script is missing"
+    case "$type" in
+      oneshot)
+        if ! _sunk_s6_oneshot "$name" "${up:-0}"; then
+          sunk_log "error: $SUNK_S6_FAILURE"
+          printf '%s\n' "$SUNK_S6_FAILURE" >"$SUNK_STARTUP_FAILED"
+          if [ -e "$SUNK_TERMINATION_LOG" ]; then
+            printf '%s\n' "$SUNK_S6_FAILURE" >"$SUNK_TERMINATION_LOG" || true
+          fi
+          return 1
+        fi
+        ;;
+      longrun)
+        _sunk_s6_longrun "$name" "${down:-0}"
+        longruns=1
+        ;;
+      *) sunk_die "s6: service $name has the unknown type '$type'" ;;
+    esac
+  done
+  if [ "$longruns" = 1 ]; then
+    SUNK_S6_SCAN="$SUNK_S6_RUN/service"
+    sunk_log "s6: longruns supervised by s6-svscan in $SUNK_S6_SCAN"
+    if [ "$SUNK_DRY_RUN" = 1 ]; then
+      printf '+ s6-svscan %s\n' "$SUNK_S6_SCAN"
+    else
+      s6-svscan "$SUNK_S6_SCAN" </dev/null &
+    fi
+  fi
+  : >"$SUNK_STARTED"
+}
+
+# exec the daemon; with longruns, run it as a child instead, so that stopping the container
+# (SIGTERM) stops the daemon and then the longruns, each within its timeoutDown.
+sunk_exec_with_services() {
+  if [ -z "$SUNK_S6_SCAN" ] || [ "$SUNK_DRY_RUN" = 1 ]; then
+    sunk_exec "$@"
+  fi
+  local pid status=0
+  "$@" &
+  pid=$!
+  trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
+  # `wait` returns early when a trapped signal arrives: wait until the daemon is gone.
+  while kill -0 "$pid" 2>/dev/null; do
+    wait "$pid" || status=$?
+  done
+  sunk_log "$1 exited ($status): stopping the s6 longruns"
+  s6-svscanctl -t "$SUNK_S6_SCAN" 2>/dev/null || true
+  wait
+  exit "$status"
+}

@@ -155,4 +155,7 @@ nsscache_update
 sunk_munge
 slurm_config
 sunk_do mkdir -p "$SUNK_RUN_SSHD_DIR"
-sunk_exec /usr/sbin/sshd -D -e -p "$SUNK_SSHD_PORT" "${extra[@]}" "$@"
+# s6 services: oneshots before sshd. A failed one ends the container, its reason in the
+# termination message: the Pod restarts it (and the oneshots) with back-off, out of the Service.
+sunk_s6_start || sunk_die "$SUNK_S6_FAILURE: sshd not started"
+sunk_exec_with_services /usr/sbin/sshd -D -e -p "$SUNK_SSHD_PORT" "${extra[@]}" "$@"

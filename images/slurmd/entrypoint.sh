@@ -112,7 +112,14 @@ sunk_do mkdir -p "$SUNK_RUN_DIR" "$SUNK_SPOOL_DIR"
 sunk_log "waiting for slurmctld at $controller_host:$controller_port"
 sunk_wait_tcp "$controller_host" "$controller_port" "$SUNK_CONTROLLER_TIMEOUT"
 
+# s6 services: oneshots before slurmd. After a failed one the node still registers, drained
+# with the reason, so `sinfo -R` says why it takes no jobs; the Pod stays not ready (sunk-ready)
+# and the Syncer keeps that drain, whose reason extends its own "Pod ... not ready".
+if ! sunk_s6_start; then
+  conf="$conf State=DRAIN Reason=\"k8s: Pod ${SUNK_NODE_NAME:-$(hostname)} not ready: $SUNK_S6_FAILURE\""
+fi
+
 args=(slurmd -D -Z --conf-server "$controller_host:$controller_port" --conf "$conf")
 [ -z "$SUNK_NODE_NAME" ] || args+=(-N "$SUNK_NODE_NAME")
 sunk_log "registering with --conf '$conf'"
-sunk_exec "${args[@]}" "${extra[@]}" "$@"
+sunk_exec_with_services "${args[@]}" "${extra[@]}" "$@"

@@ -75,7 +75,6 @@ def test_the_custom_resources_say_so_too():
         assert MARK in node.get("description", "").lower(), (entry.path, node)
         checked += 1
     assert checked >= 10
-    assert MARK in _crd_node(NodeSetSpec, "s6")["description"].lower()
 
 
 # Where the code would read each key if it acted on it. When a test below fails, something
@@ -85,11 +84,6 @@ READERS = {
     **{f"scheduler.{key}": rf"\bscheduler\.{key}\b" for key in not_acted_on.SCHEDULER_POD_KEYS},
     "nsscache.*": r"\bnsscache\.\w+",
     "controller.etcConfigMap": r"\betcConfigMap\b",
-    "login.s6": r"\.s6\b",
-    "compute.s6": r"\.s6\b",
-    "compute.nodeDefaults.s6": r"\.s6\b",
-    "compute.definitions.*.s6": r"\.s6\b",
-    "compute.nodes.*.s6": r"\.s6\b",
     "compute.pyxis.mountHome": r"\bmountHome\b",
     "compute.pyxis.remapRoot": r"\bremapRoot\b",
     "compute.pyxis.enrootConfig": r"\benrootConfig\b",
@@ -135,16 +129,16 @@ def sunk027(report) -> set[tuple[str | None, int | None]]:
 def test_fires_on_each_key_set_with_its_line(check):
     text = (
         "scheduler:\n  enabled: true\n  priorityClassName: high\n"
-        "compute:\n  nodes:\n    a:\n      s6: {x: {type: oneshot, script: 'true'}}\n"
+        "compute:\n  nodes:\n    a:\n      enabled: true\n  gpusd: {enabled: true}\n"
         "  pyxis:\n    mountHome: false\n    remapRoot: true\n"
         "global:\n  volumes: []\n  storageClass: fast\n"
     )
     report = check(text)
     assert sunk027(report) == {
         ("scheduler.priorityClassName", 3),
-        ("compute.nodes.a.s6", 7),
-        ("compute.pyxis.mountHome", 9),
-        ("global.storageClass", 13),
+        ("compute.gpusd", 8),
+        ("compute.pyxis.mountHome", 10),
+        ("global.storageClass", 14),
     }
     finding = next(f for f in report.findings if f.key_path == "scheduler.priorityClassName")
     assert str(finding.severity) == "warning"
@@ -156,8 +150,8 @@ def test_fires_on_each_key_set_with_its_line(check):
     "text",
     [
         "scheduler:\n  enabled: false\n  killWait: 45\n  scope: {type: namespace}\n",
-        "compute:\n  s6: {}\n  pyxis: {enabled: true, mountHome: true, enrootConfig: {}}\n",
-        "compute:\n  nodes:\n    a: {s6: null}\n",
+        "compute:\n  pyxis: {enabled: true, mountHome: true, enrootConfig: {}}\n",
+        "compute:\n  nodes:\n    a: {enabled: true}\n",
         "controller:\n  etcConfigMap: null\n",
         "nsscache:\n  enabled: false\n  cronJobSchedule: '* * * * *'\n",
         "global:\n  imageRegistry: r.example\n  affinity: {}\n",

@@ -138,8 +138,10 @@ def test_what_cannot_merge_names_its_key_path():
 
 def test_the_owned_sets_are_what_the_builders_add():
     """The reserved names and paths are exactly the ones the builders use (kept in sync)."""
+    service = {"boot": {"type": "oneshot", "script": "true"}}
     spec = cluster(
-        login={"sshKeyVolume": {"size": "1Gi"}},
+        login={"sshKeyVolume": {"size": "1Gi"}, "s6": service},
+        compute={"s6": service},
         scripts={"prolog": "p", "epilog": "e"},
         syncer={"nodeLocking": True},
         directoryService={

@@ -60,6 +60,24 @@ def test_cleared_cause_resumes_and_an_undrain_under_a_cause_drains_again():
     assert plan([pod("p")], {"n1": node(cordoned=True)}, drained).empty()
 
 
+def test_a_reason_that_details_the_cause_is_kept_and_a_stale_one_replaced():
+    """A slurmd whose s6 oneshot failed registers drained with the cause and its detail."""
+    detailed = "k8s: Pod p not ready: s6 oneshot setup failed (exit 3)"
+    drained = slurm("p", "IDLE", "DRAIN", reason=detailed)
+    assert plan([pod("p", ready=False)], {"n1": node()}, drained).empty()
+    # the cause changed: the detail of the old one goes
+    assert plan([pod("p", ready=False)], {"n1": node(cordoned=True)}, drained).drain == {
+        "p": "k8s: Node n1 cordoned"
+    }
+    # the Pod became ready (a new one, fixed): the drain is lifted
+    assert plan([pod("p")], {"n1": node()}, drained).resume == ["p"]
+    # a reason that merely starts with the same words is not a detail of the cause
+    lookalike = slurm("p", "IDLE", "DRAIN", reason="k8s: Pod p not ready yet")
+    assert plan([pod("p", ready=False)], {"n1": node()}, lookalike).drain == {
+        "p": "k8s: Pod p not ready"
+    }
+
+
 def test_a_drain_that_started_in_slurm_is_never_touched_and_is_mirrored():
     admin = slurm("p", "IDLE", "DRAIN", reason="bad GPU")
     actions = plan([pod("p")], {"n1": node()}, admin)

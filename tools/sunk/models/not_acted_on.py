@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-S6 = "no image runs s6-rc (the images start their daemons directly), so nothing reads the services"
 # PodOptions' keys (sunk.models.values), on the scheduler, which has no Pod of its own.
 SCHEDULER_POD_KEYS = (
     "resources", "tolerations", "affinity", "nodeSelector", "priorityClassName",
@@ -74,11 +73,6 @@ TABLE: tuple[NotActedOn, ...] = (
         "the PVC is created and mounted at /etc/ssh/user-keys, but sshd does not read keys "
         "from there",
     ),
-    NotActedOn("login.s6", S6),
-    NotActedOn("compute.s6", S6),
-    NotActedOn("compute.nodeDefaults.s6", S6),
-    NotActedOn("compute.definitions.*.s6", S6),
-    NotActedOn("compute.nodes.*.s6", S6),
     NotActedOn("compute.pyxis.mountHome", PYXIS_OPTIONS),
     NotActedOn("compute.pyxis.remapRoot", PYXIS_OPTIONS),
     NotActedOn("compute.pyxis.enrootConfig", PYXIS_OPTIONS),

@@ -13,6 +13,7 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "sunk-operator"
 ANN_CONFIG_HASH = f"{GROUP}/config-hash"
+ANN_S6_HASH = f"{GROUP}/s6-hash"  # the login Pods roll when their s6 services change
 ANN_TEMPLATE_HASH = f"{GROUP}/template-hash"
 ANN_SPEC_HASH = f"{GROUP}/spec-hash"
 ANN_LOCK = f"{GROUP}/lock"
@@ -65,6 +66,17 @@ def topology_map(cluster: str) -> str:
 def sssd_map(cluster: str) -> str:
     """sssd.conf of `directoryService` (no secret in it)."""
     return f"{cluster}-sssd"
+
+
+def login_s6_map(cluster: str) -> str:
+    """`login.s6`: the login Pods' s6 services."""
+    return f"{login(cluster)}-s6"
+
+
+def nodeset_s6_map(nodeset: str) -> str:
+    """A NodeSet's s6 services (the cluster's `compute.s6` merged under its own); owned by the
+    NodeSet. The suffix keeps it apart from every per-cluster name above."""
+    return f"{nodeset}-nodeset-s6"
 
 
 def lua_map(cluster: str) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sunk.operator import directory
+from sunk.operator import directory, s6
 
 Path = tuple[str | int, ...]
 
@@ -41,18 +41,21 @@ class Owned:
 
 
 # The sssd sidecar's names and paths (directory.VOLUMES, CLIENT_PATHS) are in every Pod kind
-# when `directoryService` is on.
+# when `directoryService` is on, the s6 services' (s6.VOLUME, MOUNT) when there are services.
 LOGIN = Owned(
     "login",
     frozenset({"slurm-config", "host-keys", "ssh-keys", "munge-socket", "munge-key"})
-    | directory.VOLUMES,
+    | directory.VOLUMES
+    | {s6.VOLUME},
     frozenset({"/etc/slurm", "/etc/ssh/host-keys-secret", "/etc/ssh/user-keys", "/run/munge"})
-    | directory.CLIENT_PATHS,
+    | directory.CLIENT_PATHS
+    | {s6.MOUNT},
 )
 SLURMD = Owned(
     "slurmd",
     frozenset({"munge-socket", "munge-key", "dispatchers", "prolog-d", "epilog-d", "sunk-hook"})
-    | directory.VOLUMES,
+    | directory.VOLUMES
+    | {s6.VOLUME},
     frozenset(
         {
             "/run/munge",
@@ -64,7 +67,8 @@ SLURMD = Owned(
             "/var/run/sunk/hook",
         }
     )
-    | directory.CLIENT_PATHS,
+    | directory.CLIENT_PATHS
+    | {s6.MOUNT},
 )
 
 

@@ -110,6 +110,13 @@ def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
     return None
 
 
+def _extends(reason: str, cause: str) -> bool:
+    """The reason is the cause, or says more about it (``<cause>: <detail>``): a slurmd whose
+    s6 oneshot failed registers drained with ``k8s: Pod X not ready: s6 oneshot …``, and that
+    detail stays while the Pod is not ready."""
+    return reason == cause or reason.startswith(f"{cause}: ")
+
+
 def _pod_mark(pod: dict[str, Any]) -> str | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == POD_CONDITION and c.get("status") == "True":
@@ -141,7 +148,9 @@ def plan(
         node = nodes.get(node_name or "")
         cause = drain_cause(pod, node)
         if cause is not None:
-            if not current.drained or (current.drained_by_us and current.reason != cause):
+            if not current.drained or (
+                current.drained_by_us and not _extends(current.reason, cause)
+            ):
                 actions.drain[name] = cause
         elif current.drained_by_us and "DOWN" not in current.states:
             actions.resume.append(name)

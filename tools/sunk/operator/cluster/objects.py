@@ -13,7 +13,8 @@ from typing import Any
 
 from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import PersistentStorage, image_ref
-from sunk.operator import directory, names, shared_volumes
+from sunk.operator import directory, names, s6, shared_volumes
+from sunk.operator.hashing import stable_hash
 from sunk.operator.nodeset.pod import MUNGE_SOCKET, munge_sidecar, munge_volumes
 from sunk.slurmconf import Endpoints, Rendered
 from sunk.slurmconf.inputs import service_domain
@@ -307,6 +308,16 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
                 "data": {SSSD_FILE: ctx.rendered.files[SSSD_FILE]},
             }
         )
+    login = ctx.spec.login
+    if login.enabled and login.s6:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.login_s6_map(ctx.cluster), "login"),
+                "data": s6.config_map_data(login.s6),
+            }
+        )
     # Lua scripts apart: job_submit.lua is the controller's alone (sunk.slurmconf.lua).
     lua = {k: v for k, v in ctx.rendered.files.items() if k in CONTROLLER_FILES}
     if lua:
@@ -539,6 +550,10 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     if sssd is not None:
         container["env"].append(dict(directory.LOGIN_ENV))
         directory.attach(pod, sssd, {"sshd"})
+    template_annotations = {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+    if opts.s6:  # sshd listens once the oneshots are done: its TCP probe tells readiness
+        s6.attach(pod, "sshd", names.login_s6_map(ctx.cluster), probe=False)
+        template_annotations[names.ANN_S6_HASH] = stable_hash(s6.hash_input(opts.s6), 10)
     statefulset: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -547,9 +562,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
             "replicas": opts.replicas,
             "serviceName": names.login_pods(ctx.cluster),
             "selector": {"matchLabels": selector(ctx, "login")},
-            "template": _template(
-                ctx, "login", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
-            ),
+            "template": _template(ctx, "login", opts, pod, template_annotations),
         },
     }
     if opts.sshKeyVolume:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from sunk.operator import names, shared_volumes
+from sunk.models.values import S6Service
+from sunk.operator import names, s6, shared_volumes
 from sunk.operator.directory import DirectoryPod, attach
 from sunk.operator.hashing import stable_hash
 from sunk.slurmconf.inputs import NodeSetInput
@@ -56,6 +58,7 @@ class PodContext:
     compute_mounts: tuple[dict[str, Any], ...] = ()
     munge_resources: dict[str, Any] | None = None
     directory: DirectoryPod | None = None  # `directoryService`: the sssd sidecar
+    compute_s6: Mapping[str, S6Service] = field(default_factory=dict)  # `compute.s6`
 
     @property
     def hooked(self) -> bool:
@@ -153,7 +156,13 @@ def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
             spec["locking"] = "hooked" if ctx.hooked else True
         if ctx.directory is not None:
             spec["directory"] = ctx.directory.hash_input()
+        if ctx.compute_s6:  # the NodeSet's own services are in its spec already
+            spec["clusterS6"] = s6.hash_input(ctx.compute_s6)
     return stable_hash(spec, 10)
+
+
+def s6_services(nodeset: NodeSetInput, ctx: PodContext) -> dict[str, S6Service]:
+    return s6.merged(ctx.compute_s6, nodeset.spec.s6)
 
 
 def owner_reference(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -231,6 +240,8 @@ def build_pod(
         *_script_volumes(ctx),
     ]
     attach(spec, ctx.directory, {"slurmd"})
+    if s6_services(nodeset, ctx):
+        s6.attach(spec, "slurmd", names.nodeset_s6_map(nodeset.name), probe=True)
     spec["affinity"] = _pin(spec.get("affinity"), node_name)
     spec["tolerations"] = _merge_tolerations(spec.get("tolerations") or [])
     spec["hostname"] = pod_name

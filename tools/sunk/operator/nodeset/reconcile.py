@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.models.k8s import image_ref
-from sunk.operator import conditions, directory, names
+from sunk.operator import apply, conditions, directory, names, s6
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset import removal
 from sunk.operator.nodeset.plan import Plan, plan
-from sunk.operator.nodeset.pod import PodContext
+from sunk.operator.nodeset.pod import PodContext, owner_reference, s6_services
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
@@ -152,6 +152,7 @@ def pod_context(
         if resources is not None
         else None,
         directory=directory.for_cluster(cluster),
+        compute_s6=cluster.compute.s6,
     )
 
 
@@ -263,6 +264,18 @@ async def reconcile_nodeset(
         for pod in creatable:
             if pod["metadata"]["name"] in view:
                 await _forget(link, pod["metadata"]["name"])
+    services = s6_services(nodeset, ctx)
+    if services and creatable:  # the Pods read it when they start
+        await apply.ensure(
+            kube,
+            s6.config_map(
+                names.nodeset_s6_map(name),
+                ns,
+                services,
+                {names.LABEL_NODESET: name, names.LABEL_CLUSTER: cluster.clusterName},
+                [owner_reference("NodeSet", body)],
+            ),
+        )
     await _bounded([_create_pod(kube, p) for p in creatable])
     wanted = {pod: "NodeSet deleted" if deleting else why for pod, why in result.delete}
     grace = cluster.syncer.removalGracePeriodSeconds

@@ -59,6 +59,7 @@ def all_rules() -> list[Rule]:
         builtin,
         lua,
         not_acted_on,
+        s6,
     )
 
     return [RULES[key] for key in sorted(RULES)]
