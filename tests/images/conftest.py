@@ -79,6 +79,12 @@ def base_env(tmp_path: Path, munge_socket: Path) -> dict[str, str]:
         "SUNK_MUNGE_KEY": str(tmp_path / "etc-munge" / "munge.key"),
         "SUNK_MUNGE_SOCKET": str(munge_socket),
         "SUNK_MUNGE_TIMEOUT": "2",
+        # s6 services: never the host's paths
+        "SUNK_S6_DIR": str(tmp_path / "s6"),
+        "SUNK_S6_RUN": str(tmp_path / "run-s6"),
+        "SUNK_STARTED": str(tmp_path / "run-sunk" / "started"),
+        "SUNK_STARTUP_FAILED": str(tmp_path / "run-sunk" / "startup-failed"),
+        "SUNK_TERMINATION_LOG": str(tmp_path / "termination-log"),
     }
 
 
@@ -96,3 +102,28 @@ def entrypoint(base_env):
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return _run
+
+
+@pytest.fixture
+def etc(tmp_path: Path) -> Path:
+    path = tmp_path / "etc-slurm"
+    path.mkdir()
+    (path / "slurm.conf").write_text("ClusterName=test\n")
+    return path
+
+
+@pytest.fixture
+def login_env(tmp_path: Path, etc: Path) -> dict[str, str]:
+    ssh = tmp_path / "ssh"
+    ssh.mkdir()
+    nsswitch = tmp_path / "nsswitch.conf"  # never the host's
+    nsswitch.write_text("passwd: files\n")
+    return {
+        "SUNK_NSSWITCH": str(nsswitch),
+        "SUNK_ETC": str(etc),
+        "SUNK_SSH_DIR": str(ssh),
+        "SUNK_SSH_HOST_KEYS_SOURCE": str(tmp_path / "no-secret"),
+        "SUNK_MOTD": str(tmp_path / "motd"),
+        "SUNK_NSSCACHE_CONF": str(tmp_path / "no-nsscache.conf"),
+        "SUNK_RUN_SSHD_DIR": str(tmp_path / "run-sshd"),
+    }

@@ -216,14 +216,6 @@ def test_slurmd_image_passes_other_commands_through(entrypoint):
 # --------------------------------------------------------------------------- controller
 
 
-@pytest.fixture
-def etc(tmp_path: Path) -> Path:
-    path = tmp_path / "etc-slurm"
-    path.mkdir()
-    (path / "slurm.conf").write_text("ClusterName=test\n")
-    return path
-
-
 def test_slurmctld_runs_as_slurm_in_the_foreground(entrypoint, etc, tmp_path):
     state = tmp_path / "state"
     env = {"SUNK_ETC": str(etc), "SUNK_STATE_DIR": str(state), "SUNK_RUN_DIR": str(tmp_path)}
@@ -306,23 +298,6 @@ def test_controller_with_munge_sidecar_and_passthrough(entrypoint, etc, tmp_path
 
 
 # --------------------------------------------------------------------------- login
-
-
-@pytest.fixture
-def login_env(tmp_path: Path, etc: Path) -> dict[str, str]:
-    ssh = tmp_path / "ssh"
-    ssh.mkdir()
-    nsswitch = tmp_path / "nsswitch.conf"  # never the host's
-    nsswitch.write_text("passwd: files\n")
-    return {
-        "SUNK_NSSWITCH": str(nsswitch),
-        "SUNK_ETC": str(etc),
-        "SUNK_SSH_DIR": str(ssh),
-        "SUNK_SSH_HOST_KEYS_SOURCE": str(tmp_path / "no-secret"),
-        "SUNK_MOTD": str(tmp_path / "motd"),
-        "SUNK_NSSCACHE_CONF": str(tmp_path / "no-nsscache.conf"),
-        "SUNK_RUN_SSHD_DIR": str(tmp_path / "run-sshd"),
-    }
 
 
 def test_login_motd_names_the_cluster_and_sshd_runs_in_the_foreground(
