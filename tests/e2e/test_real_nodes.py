@@ -1,7 +1,9 @@
 """Slurm on Pods the operator made, on real nodes: the sunk chart with its defaults (the operator
 in its image, watching every namespace), the slurm chart from ``examples/minimal-cpu.yaml``
 with two partitions and users from a real LDAP directory (slapd), jobs through the login Pod,
-a directory user who logs in with SSH and runs a two-node job in their shared home,
+a directory user who logs in with SSH and runs a two-node job in their shared home, s6
+services (a oneshot before slurmd, a longrun restarted, a failing oneshot that keeps its node
+out, a fixed script rolled out),
 slurmrestd with a JWT, a slurmd Pod deleted and recreated, an upgrade that changes a
 partition, and an uninstall that keeps the keys and the controller state.
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from sunk.devenv.deploy import SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
@@ -39,6 +42,11 @@ global:
 PARTITIONS = (
     SHARED
     + """
+login:
+  s6:
+    banner:
+      type: oneshot
+      script: echo "set up by s6" > /etc/sunk-e2e-login
 # The Pod Scheduler, and slurmd Pods that leave CPU on their Nodes for the Pods it places
 # (Slurm's CPU count comes from the limits).
 scheduler:
@@ -48,6 +56,21 @@ compute:
     cpu:
       resources:
         requests: {cpu: "1", memory: 1Gi}
+  # s6 services: a oneshot that sets the node up before slurmd, a helper that runs beside it
+  s6:
+    packages:
+      type: oneshot
+      timeoutUp: 60000
+      script: |
+        #!/bin/bash
+        state=$(pgrep -x slurmd >/dev/null && echo running || echo absent)
+        echo "v1 slurmd=$state" > /run/sunk-e2e-setup
+    heartbeat:
+      type: longrun
+      timeoutDown: 2000
+      script: |
+        #!/bin/bash
+        exec -a sunk-e2e-heartbeat sleep infinity
   partitions:
     - {name: batch, nodeSets: [ALL], default: true}
     - {name: short, nodeSets: [ALL], config: {MaxTime: "00:30:00"}}
@@ -152,6 +175,27 @@ def test_srun_spans_two_pods_on_two_nodes(slurm: SlurmDeployment):
     hostnames = sorted(out.split())
     pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
     assert hostnames == pods, (out, pods)
+
+
+def test_s6_oneshots_ran_before_the_daemons_and_jobs_see_what_they_set_up(slurm: SlurmDeployment):
+    out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "cat", "/run/sunk-e2e-setup")
+    assert out.splitlines() == ["v1 slurmd=absent"] * 2, out
+    assert slurm.login("cat", "/etc/sunk-e2e-login") == "set up by s6\n"
+
+
+def _heartbeat(slurm: SlurmDeployment, pod: str) -> str:
+    return slurm.exec(pod, "slurmd", "sh", "-c", "pgrep -f '^sunk-e2e-heartbeat' || true").strip()
+
+
+def test_a_killed_s6_longrun_comes_back(slurm: SlurmDeployment):
+    pod = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))[0]
+    first = slurm.wait("the heartbeat longrun", lambda: _heartbeat(slurm, pod), 60, 1)
+    slurm.exec(pod, "slurmd", "kill", "-9", first)
+    again = slurm.wait(
+        "the heartbeat restarted", lambda: (p := _heartbeat(slurm, pod)) and p != first and p
+    )
+    assert again.isdigit() and again != first
+    assert slurm.slurm_node(pod)[0] == "idle"  # slurmd was not disturbed
 
 
 def test_a_file_written_on_the_login_pod_is_read_by_srun_on_both_compute_nodes(
@@ -840,6 +884,62 @@ def test_rolling_update_never_replaces_a_node_under_a_running_job(slurm: SlurmDe
     for pod in slurm.running_pods("compute"):
         assert pod["metadata"]["annotations"].get("e2e/rolled") == "1"
         assert "sunk.coreweave.com/removal" not in pod["metadata"]["annotations"]
+
+
+def _setup_script(slurm: SlurmDeployment, script: str) -> None:
+    """Change the `packages` oneshot's script the way a user does: a values file, helm upgrade."""
+    values: Path = slurm.values  # type: ignore[attr-defined]
+    extra = values.parent / "s6-packages.yaml"
+    extra.write_text(yaml.safe_dump({"compute": {"s6": {"packages": {"script": script}}}}))
+    slurm.install_slurm(EXAMPLE, values, slurm.users, extra)  # type: ignore[attr-defined]
+
+
+def test_a_failing_s6_oneshot_keeps_its_node_out_and_a_fixed_script_rolls_out(
+    slurm: SlurmDeployment,
+):
+    def live() -> dict[str, str]:  # ready or not (running_pods has only ready ones)
+        return {
+            p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in slurm.pods("compute")
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        }
+
+    before = live()
+    _setup_script(slurm, "#!/bin/sh\necho 'mirror unreachable' >&2\nexit 3\n")
+
+    def replaced() -> dict[str, str]:
+        return {n: uid for n, uid in live().items() if uid != before.get(n)}
+
+    broken_name, broken_uid = next(iter(slurm.wait("one Pod replaced", replaced, 300, 1).items()))
+    reason = f"k8s: Pod {broken_name} not ready: s6 oneshot packages failed (exit 3)"
+    slurm.wait(
+        f"{broken_name} registered drained with the oneshot's reason",
+        lambda: slurm.slurm_node(broken_name) == ("drained", reason),
+        120,
+        1,
+    )
+    pod = _pod(slurm, broken_name)
+    ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False", pod["status"]
+    time.sleep(15)  # the Syncer keeps the detailed reason; the broken Pod holds the rollout
+    assert slurm.slurm_node(broken_name) == ("drained", reason)
+    assert set(replaced()) == {broken_name}
+
+    _setup_script(
+        slurm,
+        "#!/bin/bash\n"
+        "state=$(pgrep -x slurmd >/dev/null && echo running || echo absent)\n"
+        'echo "v2 slurmd=$state" > /run/sunk-e2e-setup\n',
+    )
+
+    def rolled() -> bool:
+        now = replaced()
+        return set(now) == set(before) and now[broken_name] != broken_uid
+
+    slurm.wait("both Pods replaced with the fixed script", rolled, 420, 2)
+    slurm.wait("both nodes idle", lambda: set(slurm.idle_nodes()) == set(before), 300)
+    out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "cat", "/run/sunk-e2e-setup")
+    assert out.splitlines() == ["v2 slurmd=absent"] * 2, out
 
 
 def test_upgrade_changes_a_partition_and_keeps_jobs_and_keys(slurm: SlurmDeployment):

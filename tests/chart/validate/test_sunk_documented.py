@@ -39,8 +39,6 @@ EXPECTED_WARNINGS = {
     ("SUNK027", "global.nodeSelector"),
     ("SUNK027", "controller.etcConfigMap"),
     ("SUNK027", "login.sshKeyVolume"),
-    ("SUNK027", "login.s6"),
-    ("SUNK027", "compute.s6"),
     ("SUNK027", "compute.securityContext"),
     ("SUNK027", "compute.autoPartition"),
     ("SUNK027", "compute.gpusd"),
