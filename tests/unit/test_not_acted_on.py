@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from sunk.models import not_acted_on
-from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
+from sunk.models.crds import SlurmClusterSpec
 from sunk.models.not_acted_on import TABLE, NotActedOn
 from sunk.schema.convert import convert
 from sunk.schema.generate import CHART_MODELS, values_schema
