@@ -89,3 +89,14 @@ def test_render_error_from_the_slurm_renderer_is_a_finding(helm, cwd):
     assert code == 1
     rules = [f["ruleId"] for f in report["findings"] if f["severity"] == "error"]
     assert "SUNK006" in rules and "RENDER" not in rules
+
+
+def test_a_cel_rule_of_the_crd_refuses_what_the_values_schema_lets_through(helm, cwd):
+    """The values schema has no cross-key rules; the CRD's CEL rule is evaluated offline."""
+    (cwd / "dir.yaml").write_text("directoryService:\n  enabled: true\n  searchBase: dc=x\n")
+    code, report = run("dir.yaml")
+    assert code == 1, report
+    cel = [f for f in report["findings"] if "a CEL rule of the CRD" in f["message"]]
+    assert len(cel) == 1, report["findings"]
+    assert cel[0]["keyPath"] == "spec.directoryService"
+    assert "ldapUri: at least one LDAP server is needed when enabled" in cel[0]["message"]

@@ -12,7 +12,7 @@ from typing import Any
 from sunk.chartio.helm import Release
 from sunk.errors import ToolError, UsageError
 from sunk.resources import chart_dir
-from sunk.validate import k8s_step, render_step
+from sunk.validate import cel_step, k8s_step, render_step
 from sunk.validate.coalesce import Coalesced, Layer, SetError, coalesce, set_layer
 from sunk.validate.findings import SCHEMA, YAML, FileResult, Finding, Report, Severity
 from sunk.validate.paths import dotted
@@ -289,6 +289,7 @@ class _Run:
                     self.options.ignore_missing_schemas,
                 )
             )
+            out.extend(cel_step.check_objects(rendered.objects, display))
         return out
 
     # -- suppression ------------------------------------------------------------------

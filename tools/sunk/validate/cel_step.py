@@ -1,0 +1,112 @@
+"""Step 5b: the CRDs' CEL rules (`x-kubernetes-validations`) on the rendered SlurmClusters and
+NodeSets, evaluated offline as the API server would: a values file whose custom resources the
+API server would refuse fails here, in CI, and not at `helm upgrade` time.
+
+Rules come from the same CRDs `sunkctl schema` writes (sunk.schema.crd, from the models).
+Transition rules (those naming `oldSelf`, such as immutability) need the stored object and are
+left to the API server. The evaluator is the `common-expression-language` package (cel-rust),
+which has CEL's standard functions and macros (has, size, matches, all, exists …); Kubernetes'
+own extension libraries (quantity, url, ip …) are not used by our rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sunk.errors import ToolError
+from sunk.validate.findings import K8S, Finding, Severity
+from sunk.validate.paths import dotted
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    path: Path  # where in the object the rule sits
+    message: str
+
+
+@cache
+def _schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    from sunk.schema.crd import nodeset_crd, slurmcluster_crd
+
+    out = {}
+    for crd in (slurmcluster_crd(), nodeset_crd()):
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            api = f"{spec['group']}/{version['name']}"
+            out[(api, spec["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
+    return out
+
+
+@cache
+def _program(rule: str) -> Any:
+    try:
+        import cel
+    except ImportError as exc:  # a dependency of sunkctl: a broken install
+        raise ToolError("the common-expression-language package (CEL) is not installed") from exc
+    return cel.compile(rule)
+
+
+def evaluate(rule: str, value: Any) -> bool | str:
+    """True when the rule holds; False, or the evaluation error, when the API server would
+    refuse the object."""
+    try:
+        return bool(_program(rule).execute({"self": value}))
+    except Exception as exc:  # cel raises plain ValueError/RuntimeError
+        return str(exc) or type(exc).__name__
+
+
+def refusals(schema: dict[str, Any], value: Any, path: Path = ()) -> Iterator[Refusal]:
+    """Every rule of ``schema`` (recursively) that ``value`` breaks."""
+    for rule in schema.get("x-kubernetes-validations") or []:
+        text = rule.get("rule", "")
+        if "oldSelf" in text:
+            continue
+        outcome = evaluate(text, value)
+        if outcome is True:
+            continue
+        message = rule.get("message") or f"failed rule: {text}"
+        if isinstance(outcome, str):
+            message = f"{message} (the rule could not be evaluated: {outcome})"
+        yield Refusal(path, message)
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, child in value.items():
+            sub = props.get(key) or (extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                yield from refusals(sub, child, (*path, key))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, child in enumerate(value):
+            yield from refusals(schema["items"], child, (*path, index))
+
+
+def check_objects(objects: list[dict[str, Any]], display: str) -> list[Finding]:
+    findings = []
+    schemas = _schemas()
+    for obj in objects:
+        schema = schemas.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+        if schema is None:
+            continue
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name = str(meta.get("name", ""))
+        resource = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name}
+        for refusal in refusals(schema, obj):
+            key = dotted(refusal.path)
+            findings.append(
+                Finding(
+                    K8S,
+                    Severity.ERROR,
+                    f"{obj['kind']}/{name} {key}: {refusal.message} (a CEL rule of the CRD: "
+                    "the API server would refuse it)",
+                    display,
+                    key_path=key or None,
+                    resource=resource,
+                    hint=None,
+                )
+            )
+    return findings
