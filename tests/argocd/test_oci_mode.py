@@ -114,7 +114,6 @@ def test_appset_template_takes_values_by_repository_path(fake_repo: Path) -> Non
         "0.2.0",
         "--style",
         "appset",
-        "--chart-registry-plain-http",
     )
     assert result.exit_code == 0, result.output
     tree = load_tree(fake_repo / "argocd")
@@ -128,7 +127,6 @@ def test_appset_template_takes_values_by_repository_path(fake_repo: Path) -> Non
         "examples/slurm-a.yaml",
         "examples/b.yaml",
     ]
-    assert tree["repository-secret.yaml"]["stringData"]["insecureOCIForceHttp"] == "true"
     namespaces = [
         w["name"]
         for w in tree["project.yaml"]["spec"]["clusterResourceWhitelist"]
@@ -142,7 +140,6 @@ def test_appset_template_takes_values_by_repository_path(fake_repo: Path) -> Non
     [
         (["--chart-registry", REGISTRY, "--project", "default"], "--project default: with"),
         (["--chart-version", "0.1.0"], "--chart-version needs --chart-registry"),
-        (["--chart-registry-plain-http"], "--chart-registry-plain-http needs --chart-registry"),
         (["--chart-registry", "https://x.example.com/c"], "is not an OCI registry path"),
         (["--chart-registry", REGISTRY, "--chart-version", "1 2"], "is not a chart version"),
     ],

@@ -443,8 +443,6 @@ def repository_secret(spec: GenSpec) -> dict[str, Any]:
         "url": spec.chart_registry,
         "enableOCI": "true",
     }
-    if spec.chart_registry_plain_http:
-        data["insecureOCIForceHttp"] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Secret",

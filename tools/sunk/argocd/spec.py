@@ -90,7 +90,6 @@ class GenSpec:
     # charts are read from this repository (sunk_chart_path, slurm_chart_path).
     chart_registry: str | None = None
     chart_version: str = ""
-    chart_registry_plain_http: bool = False  # the repository Secret says insecureOCIForceHttp
 
 
 # An OCI registry and repository path, as `helm push` takes it: oci://HOST[:PORT]/PATH.

@@ -40,11 +40,10 @@ argocd_app = typer.Typer(
 
 @dataclass(frozen=True)
 class OciCharts:
-    """--chart-registry and friends, checked."""
+    """--chart-registry and --chart-version, checked."""
 
     registry: str  # Argo CD's repoURL: HOST/PATH
     version: str
-    plain_http: bool
 
 
 class Style(StrEnum):
@@ -225,13 +224,6 @@ def gen(
             help=f"With --chart-registry: the charts' version (default {__version__}).",
         ),
     ] = None,
-    chart_registry_plain_http: Annotated[
-        bool,
-        typer.Option(
-            "--chart-registry-plain-http",
-            help="With --chart-registry: Argo CD pulls over HTTP (insecureOCIForceHttp).",
-        ),
-    ] = False,
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 if the output would change.")
     ] = False,
@@ -266,7 +258,7 @@ def gen(
         cluster_secret=cluster_secret,
         app_project=app_project,
         cascade_delete=cascade_delete,
-        charts=_charts(chart_registry, chart_version, chart_registry_plain_http),
+        charts=_charts(chart_registry, chart_version),
     )
     bundle = build(gen_spec, out_path)
     files = writer.render(bundle)
@@ -293,16 +285,15 @@ def _sync(auto_sync: bool, prune: bool, self_heal: bool) -> SyncSettings:
     return SyncSettings(auto_sync=auto_sync, prune=prune, self_heal=self_heal)
 
 
-def _charts(registry: str | None, version: str | None, plain_http: bool) -> OciCharts | None:
+def _charts(registry: str | None, version: str | None) -> OciCharts | None:
     if registry is None:
-        if version is not None or plain_http:
-            flag = "--chart-version" if version is not None else "--chart-registry-plain-http"
-            raise ArgoCDGenError(f"{flag} needs --chart-registry oci://HOST/PATH")
+        if version is not None:
+            raise ArgoCDGenError("--chart-version needs --chart-registry oci://HOST/PATH")
         return None
     version = version or __version__
     if not version or any(c.isspace() for c in version):
         raise ArgoCDGenError(f"--chart-version: {version!r} is not a chart version")
-    return OciCharts(specs.check_chart_registry(registry), version, plain_http)
+    return OciCharts(specs.check_chart_registry(registry), version)
 
 
 def _spec(
@@ -428,7 +419,6 @@ def _spec(
         cascade_delete=cascade_delete,
         chart_registry=charts.registry if charts else None,
         chart_version=charts.version if charts else "",
-        chart_registry_plain_http=charts.plain_http if charts else False,
     )
     return gen_spec, out_path
 
