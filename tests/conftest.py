@@ -65,3 +65,32 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.section("time per tier")
     for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{tier:8} {seconds / 60:6.1f} min ({seconds:.0f} s)")
+
+
+@pytest.fixture(scope="session")
+def oci_registry(tmp_path_factory: pytest.TempPathFactory):
+    """A throwaway OCI registry on 127.0.0.1 (a free port), stopped at session end."""
+    from sunk.devenv.oci_registry import INSTALL_HINT, OciRegistry
+
+    if tool_path("registry") is None:
+        pytest.skip(f"registry not installed: run `{INSTALL_HINT}` (or `make setup`)")
+    log = tmp_path_factory.mktemp("oci-registry") / "registry.log"
+    with OciRegistry(log_path=log) as registry:
+        yield registry
+
+
+@pytest.fixture(scope="session")
+def oci_helm(helm: str, tmp_path_factory: pytest.TempPathFactory):
+    """The real helm with cache/config/data of its own (see tests/oci.py)."""
+    from tests.oci import Helm
+
+    return Helm(helm, tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="session")
+def published_charts(oci_helm, oci_registry, tmp_path_factory: pytest.TempPathFactory):
+    """Both charts packaged and pushed to ``oci://127.0.0.1:PORT/charts``."""
+    from tests.oci import publish
+
+    out = tmp_path_factory.mktemp("packages")
+    return publish(oci_helm, REPO / "charts", oci_registry.host, out)

@@ -121,7 +121,7 @@ def test_list_rules():
     ("args", "message"),
     [
         (["missing.yaml"], "missing.yaml: no such file or directory"),
-        (["good.yaml", "--chart", "nope"], "--chart nope: expected one of slurm, sunk"),
+        (["good.yaml", "--chart", "nope"], "--chart nope: expected slurm, sunk, a chart directory"),
         (["good.yaml", "--set", "novalue"], "--set novalue"),
         (["good.yaml", "-f", "missing.yaml"], "-f missing.yaml: no such file"),
         (["good.yaml", "--baseline", "missing.json"], "--baseline missing.json: "),

@@ -23,6 +23,7 @@ from sunk.argocd import schema
 from sunk.argocd.errors import ArgoCDGenError, ArgoCDInputError
 from sunk.argocd.spec import MAX_APP_NAME, GenSpec, SlurmRelease, revision_is_pinned
 from sunk.argocd.versions import UpstreamChart
+from sunk.models.crds import GROUP as CRD_GROUP
 
 API_VERSION = "argoproj.io/v1alpha1"
 FINALIZER = "resources-finalizer.argocd.argoproj.io"
@@ -111,7 +112,7 @@ def application(
     component: str,
     wave: int | None,
     namespace: str,
-    source: dict[str, Any],
+    source: dict[str, Any] | list[dict[str, Any]],
     sync_options: list[str],
     ignore_differences: list[dict[str, Any]] | None = None,
     info: list[dict[str, str]] | None = None,
@@ -120,7 +121,8 @@ def application(
     body: dict[str, Any] = {
         "project": spec.project,
         "destination": dest or destination(spec, namespace),
-        "source": source,
+        # A list: Argo CD's multi-source form (a chart and the `ref: values` Git source).
+        ("sources" if isinstance(source, list) else "source"): source,
     }
     if info:
         body["info"] = info
@@ -183,19 +185,46 @@ def git_source(spec: GenSpec, path: str, helm: dict[str, Any] | None = None) -> 
     return source
 
 
+VALUES_REF = "values"
+
+
+def oci_sources(
+    spec: GenSpec, chart: str, helm: dict[str, Any], values_paths: list[str]
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """``chart`` from the OCI registry at the chart version; values files (repository paths)
+    through Argo CD's multi-source ``$values``: a second source with ``ref: values`` is this
+    repository at ``--revision``. Without values files, the chart alone."""
+    source: dict[str, Any] = {
+        "repoURL": spec.chart_registry,
+        "chart": chart,
+        "targetRevision": spec.chart_version,
+        "helm": dict(helm),
+    }
+    if not values_paths:
+        return source
+    source["helm"]["valueFiles"] = [f"${VALUES_REF}/{path}" for path in values_paths]
+    ref = {"repoURL": spec.repo_url, "targetRevision": spec.revision, "ref": VALUES_REF}
+    return [source, ref]
+
+
 def sunk_app(spec: GenSpec) -> dict[str, Any]:
     helm: dict[str, Any] = {"releaseName": "sunk"}
-    if spec.sunk_value_files:
-        helm["valueFiles"] = [
-            posixpath.relpath(f, spec.sunk_chart_path) for f in spec.sunk_value_files
-        ]
+    source: dict[str, Any] | list[dict[str, Any]]
+    if spec.chart_registry:
+        source = oci_sources(spec, "sunk", helm, list(spec.sunk_value_files))
+    else:
+        if spec.sunk_value_files:
+            helm["valueFiles"] = [
+                posixpath.relpath(f, spec.sunk_chart_path) for f in spec.sunk_value_files
+            ]
+        source = git_source(spec, spec.sunk_chart_path, helm)
     return application(
         spec,
         name=app_name(spec, "sunk"),
         component="sunk",
         wave=WAVES["sunk"],
         namespace=spec.sunk_namespace,
-        source=git_source(spec, spec.sunk_chart_path, helm),
+        source=source,
         # The operator chart ships the (large) CRDs and may carry cert-manager objects.
         sync_options=[
             "CreateNamespace=true",
@@ -218,17 +247,20 @@ SLURM_SYNC_OPTIONS = [
 
 
 def slurm_app_parts(
-    spec: GenSpec, release: str, namespace: str, value_file: str
-) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
-    """Source and ignoreDifferences of one slurm release (shared with the ApplicationSet)."""
-    helm = {"releaseName": release, "valueFiles": [value_file]}
+    spec: GenSpec, release: str, value_file: str, values_path: str
+) -> tuple[dict[str, Any] | list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Source(s) and ignoreDifferences of one slurm release (shared with the ApplicationSet):
+    ``value_file`` is relative to the chart in Git, ``values_path`` to the repository."""
     ignore = nodeset_ignore_replicas() if spec.ignore_replicas else None
+    if spec.chart_registry:
+        return oci_sources(spec, "slurm", {"releaseName": release}, [values_path]), ignore
+    helm = {"releaseName": release, "valueFiles": [value_file]}
     return git_source(spec, spec.slurm_chart_path, helm), ignore
 
 
 def slurm_app(spec: GenSpec, rel: SlurmRelease) -> dict[str, Any]:
     value_file = posixpath.relpath(rel.values_file, spec.slurm_chart_path)
-    source, ignore = slurm_app_parts(spec, rel.name, rel.namespace, value_file)
+    source, ignore = slurm_app_parts(spec, rel.name, value_file, rel.values_file)
     return application(
         spec,
         name=app_name(spec, f"slurm-{rel.name}"),
@@ -289,7 +321,7 @@ def slurm_appset(spec: GenSpec) -> dict[str, Any]:
         ]
         generator = {"list": {"elements": elements}}
     source, ignore = slurm_app_parts(
-        spec, "{{.values.release}}", "{{.values.namespace}}", "{{.values.valueFile}}"
+        spec, "{{.values.release}}", "{{.values.valueFile}}", "{{.values.valuesPath}}"
     )
     template = application(
         spec,
@@ -401,6 +433,29 @@ def cluster_secret(spec: GenSpec) -> dict[str, Any]:
     }
 
 
+def repository_secret(spec: GenSpec) -> dict[str, Any]:
+    """Argo CD's repository Secret for the chart registry: ``enableOCI`` makes Argo CD pull
+    the charts over OCI (a repoURL without ``oci://`` is a classic Helm repository otherwise).
+    It carries no credentials; a private registry's go into your own copy, never into Git."""
+    data = {
+        "name": f"{spec.cluster}-charts",
+        "type": "helm",
+        "url": spec.chart_registry,
+        "enableOCI": "true",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": f"repo-{spec.cluster}-charts",
+            "namespace": spec.argocd_namespace,
+            "labels": {CLUSTER_SECRET_LABEL: "repository", **labels(spec, "repository")},
+        },
+        "stringData": data,
+    }
+
+
 def _destinations_and_repos(objs: list[dict[str, Any]]) -> tuple[list[dict], list[str]]:
     dests: list[dict[str, str]] = []
     repos: list[str] = []
@@ -422,10 +477,50 @@ def _destinations_and_repos(objs: list[dict[str, Any]]) -> tuple[list[dict], lis
     return dests, repos
 
 
+# Cluster-scoped objects, as Argo CD 3 matches them (``name``: Go's filepath.Match; no name:
+# any). The sunk chart (release `sunk`) makes our two CRDs and `sunk-…` ClusterRoles and
+# bindings; the slurm chart makes none (tests/chart/test_argocd_project.py renders both).
+# cert-manager and MOCO are other projects' charts: their CRDs by group, the rest by kind.
+CRD = {"group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition"}
+RBAC = "rbac.authorization.k8s.io"
+WEBHOOKS = "admissionregistration.k8s.io"
+SUNK_CLUSTER_RESOURCES = [
+    {**CRD, "name": f"*.{CRD_GROUP}"},
+    {"group": RBAC, "kind": "ClusterRole", "name": "sunk-*"},
+    {"group": RBAC, "kind": "ClusterRoleBinding", "name": "sunk-*"},
+]
+UPSTREAM_CLUSTER_KINDS = [
+    {"group": RBAC, "kind": "ClusterRole"},
+    {"group": RBAC, "kind": "ClusterRoleBinding"},
+    {"group": WEBHOOKS, "kind": "MutatingWebhookConfiguration"},
+    {"group": WEBHOOKS, "kind": "ValidatingWebhookConfiguration"},
+]
+UPSTREAM_CRD_GROUPS = {"cert-manager": "cert-manager.io", "moco": "moco.cybozu.com"}
+
+
+def cluster_resources(spec: GenSpec, dests: list[dict[str, str]]) -> list[dict[str, str]]:
+    """What the project lets the Applications create outside namespaces: the Namespaces of
+    their destinations (CreateNamespace=true), our chart's CRDs and RBAC, and, with
+    cert-manager or MOCO, theirs."""
+    items: list[dict[str, str]] = []
+    for dest in dests:
+        if dest["namespace"] != spec.argocd_namespace:  # the root creates no namespace
+            items.append({"group": "", "kind": "Namespace", "name": dest["namespace"]})
+    items += SUNK_CLUSTER_RESOURCES
+    for name, chart in (("cert-manager", spec.cert_manager), ("moco", spec.moco)):
+        if chart is not None:
+            items.append({**CRD, "name": f"*.{UPSTREAM_CRD_GROUPS[name]}"})
+            items += UPSTREAM_CLUSTER_KINDS
+    unique: list[dict[str, str]] = []
+    for item in items:
+        if item not in unique:
+            unique.append(item)
+    return unique
+
+
 def app_project(spec: GenSpec, objs: list[dict[str, Any]]) -> dict[str, Any]:
     """The AppProject ``--project`` names, allowing exactly the repositories and destinations
-    the generated Applications use. Cluster-scoped kinds are allowed: the charts install CRDs,
-    ClusterRoles and webhooks."""
+    the generated Applications use, and only the cluster-scoped objects the charts make."""
     dests, repos = _destinations_and_repos(objs)
     return {
         "apiVersion": API_VERSION,
@@ -439,7 +534,7 @@ def app_project(spec: GenSpec, objs: list[dict[str, Any]]) -> dict[str, Any]:
             "description": f"open SUNK on {spec.cluster} (generated by sunkctl argocd gen)",
             "sourceRepos": repos,
             "destinations": dests,
-            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
+            "clusterResourceWhitelist": cluster_resources(spec, dests),
         },
     }
 
@@ -495,6 +590,7 @@ def build(spec: GenSpec, out_path: str = "argocd") -> Bundle:
         f"  kubectl -n {spec.argocd_namespace} patch configmap argocd-cm "
         f"--patch-file {out_path}/argocd-cm-patch.yaml",
         *([f"  kubectl apply -f {out_path}/project.yaml"] if spec.app_project else []),
+        *([f"  kubectl apply -f {out_path}/repository-secret.yaml"] if spec.chart_registry else []),
         *(
             ["  kubectl apply -f <your filled-in copy of cluster-secret.yaml>"]
             if spec.cluster_secret
@@ -516,6 +612,18 @@ def build(spec: GenSpec, out_path: str = "argocd") -> Bundle:
                 "project.yaml",
                 (project,),
                 ("The AppProject of every Application below; apply it before root.yaml.",),
+            )
+        )
+    if spec.chart_registry:
+        extras.append(
+            OutputFile(
+                "repository-secret.yaml",
+                (repository_secret(spec),),
+                (
+                    "Argo CD's repository Secret for the OCI registry the charts are pulled from.",
+                    "A private registry's username and password go into your own copy, never",
+                    "into Git.",
+                ),
             )
         )
     if spec.cluster_secret:

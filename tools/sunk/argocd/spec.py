@@ -85,6 +85,26 @@ class GenSpec:
     sync: SyncSettings = field(default_factory=SyncSettings)
     ignore_replicas: bool = False
     cascade_delete: bool = True
+    # Both charts from an OCI registry (Argo CD's repoURL: HOST/PATH, no oci://) at this
+    # version, their values from this repository through a `ref: values` source. None: the
+    # charts are read from this repository (sunk_chart_path, slurm_chart_path).
+    chart_registry: str | None = None
+    chart_version: str = ""
+
+
+# An OCI registry and repository path, as `helm push` takes it: oci://HOST[:PORT]/PATH.
+_OCI = re.compile(r"^(oci://)?([A-Za-z0-9.-]+(:\d+)?)(/[a-z0-9._/-]+)?$")
+
+
+def check_chart_registry(ref: str, flag: str = "--chart-registry") -> str:
+    """``oci://HOST[:PORT]/PATH`` (the ``oci://`` optional) as Argo CD's repoURL: HOST/PATH."""
+    match = _OCI.match(ref.strip().rstrip("/"))
+    if not match or ("." not in match.group(2) and ":" not in match.group(2)):
+        raise ArgoCDGenError(
+            f"{flag}: {ref!r} is not an OCI registry path (expected oci://HOST[:PORT]/PATH, "
+            "where helm push put the charts)"
+        )
+    return ref.strip().rstrip("/").removeprefix("oci://")
 
 
 # --- small validators ---------------------------------------------------------------------------

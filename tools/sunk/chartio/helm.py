@@ -59,6 +59,7 @@ class Release:
     namespace: str = "tenant-slurm"
     kube_version: str | None = None
     helm: str | None = None  # --helm; None: $SUNK_HELM, then PATH
+    path: Path | None = None  # a chart directory of that name; None: the bundled chart
 
 
 def template(release: Release, value_files: list[Path], set_values: list[str] = ()) -> str:
@@ -66,7 +67,7 @@ def template(release: Release, value_files: list[Path], set_values: list[str] = 
         helm_binary(release.helm),
         "template",
         release.name,
-        str(chart_path(release.chart)),
+        str(release.path or chart_path(release.chart)),
         "--namespace",
         release.namespace,
     ]

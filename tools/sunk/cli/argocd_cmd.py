@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import fnmatch
 import sys
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from sunk import __version__
 from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, build, versions, writer
 from sunk.argocd import spec as specs
 from sunk.argocd.spec import IN_CLUSTER
@@ -34,6 +36,14 @@ argocd_app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@dataclass(frozen=True)
+class OciCharts:
+    """--chart-registry and --chart-version, checked."""
+
+    registry: str  # Argo CD's repoURL: HOST/PATH
+    version: str
 
 
 class Style(StrEnum):
@@ -150,7 +160,13 @@ def gen(
             "clusterName.",
         ),
     ] = None,
-    project: Annotated[str, typer.Option("--project", help="Argo CD project.")] = "default",
+    project: Annotated[
+        str | None,
+        typer.Option(
+            "--project",
+            help="Argo CD project (default: `default`; with --chart-registry sunk-<cluster>).",
+        ),
+    ] = None,
     argocd_namespace: Annotated[
         str, typer.Option("--argocd-namespace", help="Namespace Argo CD runs in.")
     ] = "argocd",
@@ -192,6 +208,22 @@ def gen(
             help="Add the resources finalizer (deleting an Application deletes its objects).",
         ),
     ] = True,
+    chart_registry: Annotated[
+        str | None,
+        typer.Option(
+            "--chart-registry",
+            help="oci://HOST/PATH the charts were pushed to (helm push): both charts come from "
+            "there at --chart-version, their values files from --repo (Argo CD's $values); "
+            "also writes project.yaml and repository-secret.yaml.",
+        ),
+    ] = None,
+    chart_version: Annotated[
+        str | None,
+        typer.Option(
+            "--chart-version",
+            help=f"With --chart-registry: the charts' version (default {__version__}).",
+        ),
+    ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 if the output would change.")
     ] = False,
@@ -226,6 +258,7 @@ def gen(
         cluster_secret=cluster_secret,
         app_project=app_project,
         cascade_delete=cascade_delete,
+        charts=_charts(chart_registry, chart_version),
     )
     bundle = build(gen_spec, out_path)
     files = writer.render(bundle)
@@ -252,6 +285,17 @@ def _sync(auto_sync: bool, prune: bool, self_heal: bool) -> SyncSettings:
     return SyncSettings(auto_sync=auto_sync, prune=prune, self_heal=self_heal)
 
 
+def _charts(registry: str | None, version: str | None) -> OciCharts | None:
+    if registry is None:
+        if version is not None:
+            raise ArgoCDGenError("--chart-version needs --chart-registry oci://HOST/PATH")
+        return None
+    version = version or __version__
+    if not version or any(c.isspace() for c in version):
+        raise ArgoCDGenError(f"--chart-version: {version!r} is not a chart version")
+    return OciCharts(specs.check_chart_registry(registry), version)
+
+
 def _spec(
     *,
     repo: str,
@@ -274,19 +318,30 @@ def _spec(
     ignore_replicas: bool,
     appset_generator: Generator,
     git_values_glob: str | None,
-    project: str,
+    project: str | None,
     argocd_namespace: str,
     destination_server: str | None,
     cascade_delete: bool,
     root_destination_server: str = IN_CLUSTER,
     cluster_secret: bool = False,
     app_project: bool = False,
+    charts: OciCharts | None = None,
 ) -> tuple[GenSpec, str]:
     if not repo_root.is_dir():
         raise ArgoCDGenError(f"--repo-root: {repo_root} is not a directory")
     repo_url = specs.check_repo_url(repo)
     specs.check_revision(revision)
     specs.check_dns_label(cluster, "--cluster")
+    if charts is not None:
+        # The charts' own registry gets a project of its own, never Argo CD's catch-all.
+        if project == "default":
+            raise ArgoCDGenError(
+                "--project default: with --chart-registry the Applications get a generated "
+                "AppProject; name it something other than Argo CD's built-in `default`"
+            )
+        project = project or f"sunk-{cluster}"
+        app_project = True
+    project = project or "default"
     specs.check_dns_label(project, "--project", 253)
     specs.check_dns_label(argocd_namespace, "--argocd-namespace")
     specs.check_dns_label(sunk_namespace, "--sunk-namespace")
@@ -362,6 +417,8 @@ def _spec(
         sync=sync,
         ignore_replicas=ignore_replicas,
         cascade_delete=cascade_delete,
+        chart_registry=charts.registry if charts else None,
+        chart_version=charts.version if charts else "",
     )
     return gen_spec, out_path
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from sunk.chartio.source import OCI_PREFIX, chart_source
 from sunk.cli.common import err, helm_option, out, want_traceback
 from sunk.errors import UsageError
 from sunk.validate import Options
@@ -59,7 +60,16 @@ def validate(
     ),
     set_values: list[str] = typer.Option([], "--set", help="helm --set overrides (last)."),
     chart: str | None = typer.Option(
-        None, "--chart", help="slurm or sunk (default: detected; slurm unless operator:/crds:)."
+        None,
+        "--chart",
+        help="slurm or sunk (default: detected; slurm unless operator:/crds:), a chart "
+        "directory, or a released chart: oci://HOST/REPO/CHART with --chart-version.",
+    ),
+    chart_version: str | None = typer.Option(
+        None, "--chart-version", help="Version of the --chart oci://… chart to pull with helm."
+    ),
+    plain_http: bool = typer.Option(
+        False, "--plain-http", help="Pull the --chart oci://… chart over HTTP, not HTTPS."
     ),
     kube_version: str | None = typer.Option(
         None, "--kube-version", "-k", help="Kubernetes X.Y to validate against (default newest)."
@@ -118,8 +128,15 @@ def validate(
         ignore_missing_schemas=ignore_missing_schemas,
         helm=helm,
     )
+    if plain_http and not (chart or "").startswith(OCI_PREFIX):
+        raise UsageError("--plain-http is for --chart oci://…")
     # UsageError exits 2, ToolError 3, anything else is a crash (sunk.cli.common.SunkCommand).
-    report = run_validate(options)
+    with chart_source(chart, chart_version, helm, plain_http) as source:
+        if source is not None:
+            options.chart = source.name
+            options.chart_path = str(source.path) if source.path else None
+        report = run_validate(options)
+        report.chart_source = source.note() if source else None
     if generate_baseline is not None:
         entries = baseline_entries(report)
         generate_baseline.write_text(json.dumps(entries, indent=2) + "\n")

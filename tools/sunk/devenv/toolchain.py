@@ -36,6 +36,10 @@ HELM_SHA256 = "b66cb19f2b31f9d427632ea6c4b4a1ff89b74ecaeaee323cd166da41a7af53bd"
 KUBECONFORM_MODULE = "github.com/yannh/kubeconform"
 KUBECONFORM_VERSION = "v0.7.0"
 
+# An OCI registry for the chart tier's publish/pull tests (served on loopback only).
+REGISTRY_MODULE = "github.com/google/go-containerregistry"
+REGISTRY_VERSION = "v0.22.1"
+
 
 class ToolchainError(RuntimeError):
     """A tool could not be installed; the message says which and why."""
@@ -146,6 +150,10 @@ def install_kubeconform() -> None:
     go_install(f"{KUBECONFORM_MODULE}/cmd/kubeconform", KUBECONFORM_VERSION, "kubeconform")
 
 
+def install_registry() -> None:
+    go_install(f"{REGISTRY_MODULE}/cmd/registry", REGISTRY_VERSION, "registry")
+
+
 def apt_install(packages: list[str]) -> None:
     """Install Debian packages (as root); the package lists are refreshed once per process."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -203,6 +211,11 @@ COMPONENTS: dict[str, Component] = {
         ),
         Component(
             "kubeconform", f"kubeconform {KUBECONFORM_VERSION} (go install)", install_kubeconform
+        ),
+        Component(
+            "registry",
+            f"go-containerregistry's OCI registry {REGISTRY_VERSION} (go install)",
+            install_registry,
         ),
         Component("shellcheck", "shellcheck (Debian package)", install_shellcheck),
         Component("kube", kube_build.description(), kube_build.install_kube),

@@ -31,6 +31,9 @@ class Options:
     values: list[str] = field(default_factory=list)  # -f: layered under every PATH
     sets: list[str] = field(default_factory=list)
     chart: str | None = None  # None: slurm, or sunk for files with operator:/crds: keys
+    # A directory of the chart named by ``chart`` (a released chart, pulled): its values.yaml,
+    # schema and templates are used. None: this installation's chart.
+    chart_path: str | None = None
     kube_version: str | None = None
     namespace: str = "tenant-slurm"
     release: str = "slurm"
@@ -98,6 +101,8 @@ class _Run:
                 raise UsageError(f"--crd-schemas {directory}: not a directory")
         if options.chart is not None and options.chart not in CHARTS:
             raise UsageError(f"--chart {options.chart}: expected one of {', '.join(CHARTS)}")
+        if options.chart_path is not None and options.chart is None:
+            raise UsageError("a chart directory needs its chart's name (slurm or sunk)")
         try:
             self.sets = set_layer(options.sets)
         except SetError as exc:
@@ -142,8 +147,13 @@ class _Run:
                 )
         return doc, findings
 
+    def chart_dir(self, chart: str) -> Path:
+        if self.options.chart_path is not None:
+            return Path(self.options.chart_path)
+        return chart_dir(chart)  # not found: a ResourceError, a ToolError
+
     def chart_file(self, chart: str, name: str) -> Path:
-        return chart_dir(chart) / name  # not found: a ResourceError, a ToolError
+        return self.chart_dir(chart) / name
 
     def defaults(self, chart: str) -> Layer:
         path = self.chart_file(chart, "values.yaml")
@@ -270,6 +280,7 @@ class _Run:
             namespace=self.options.namespace,
             kube_version=f"{self.kube_version}.0",
             helm=self.options.helm,
+            path=self.chart_dir(chart),
         )
         files = [*bases, *([target] if target else [])]
         covered = any(f.rule_id in render_step.COVERED_BY_RULES for f in findings)

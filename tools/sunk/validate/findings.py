@@ -74,6 +74,7 @@ class Report:
     files: list[FileResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # skipped files and the like
     suppressed: int = 0  # findings removed by inline ignores or the baseline
+    chart_source: str | None = None  # a chart named by path or oci://: which one was used
 
     @property
     def errors(self) -> list[Finding]:

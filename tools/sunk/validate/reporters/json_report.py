@@ -19,6 +19,8 @@ def render_json(report: Report) -> str:
         ],
         "notes": report.notes,
     }
+    if report.chart_source:
+        data["chartSource"] = report.chart_source
     return json.dumps(data, indent=2) + "\n"
 
 

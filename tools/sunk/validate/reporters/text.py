@@ -11,6 +11,8 @@ from sunk.validate.reporters.common import ordered
 
 def render_text(report: Report, console: Console, notes: Console | None = None) -> None:
     notes = notes or console
+    if report.chart_source:
+        notes.print(f"[dim]{escape(report.chart_source)}[/]")
     for note in report.notes:
         notes.print(f"[dim]note: {escape(note)}[/]")
     for f in ordered(report):
