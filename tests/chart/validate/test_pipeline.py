@@ -99,4 +99,28 @@ def test_a_cel_rule_of_the_crd_refuses_what_the_values_schema_lets_through(helm,
     cel = [f for f in report["findings"] if "a CEL rule of the CRD" in f["message"]]
     assert len(cel) == 1, report["findings"]
     assert cel[0]["keyPath"] == "spec.directoryService"
+    assert (cel[0]["file"], cel[0]["line"]) == ("dir.yaml", 1)  # the values key that set it
+    assert not [f for f in report["findings"] if f["ruleId"] == "RENDER"]  # said once
     assert "ldapUri: at least one LDAP server is needed when enabled" in cel[0]["message"]
+
+
+def test_object_findings_point_at_the_values_line_that_set_the_field(helm, cwd):
+    (cwd / "site.yaml").write_text(
+        "clusterName: site\n"
+        "extraObjects:\n"
+        "  - apiVersion: v1\n"
+        "    kind: ConfigMap\n"
+        "    metadata: {name: x}\n"
+        "    data:\n"
+        "      a: 1\n"
+        "compute:\n"
+        "  nodes:\n"
+        "    cpu:\n"
+        "      definitions: [cpu-epyc]\n"
+        "      s6:\n"
+        "        ok: {type: oneshot, script: 'true'}\n"
+    )
+    code, report = run("site.yaml")
+    assert code == 1, report
+    (found,) = [f for f in report["findings"] if f["ruleId"] == "K8S"]
+    assert (found["file"], found["line"], found["keyPath"]) == ("site.yaml", 7, "data.a")

@@ -12,7 +12,7 @@ from typing import Any
 from sunk.chartio.helm import Release
 from sunk.errors import ToolError, UsageError
 from sunk.resources import chart_dir
-from sunk.validate import cel_step, k8s_step, render_step
+from sunk.validate import k8s_step, render_step, trace
 from sunk.validate.coalesce import Coalesced, Layer, SetError, coalesce, set_layer
 from sunk.validate.findings import SCHEMA, YAML, FileResult, Finding, Report, Severity
 from sunk.validate.paths import dotted
@@ -228,7 +228,8 @@ class _Run:
             f.severity == Severity.ERROR and f.rule_id in (YAML, SCHEMA) for f in findings
         )
         if self.options.render and not early_errors:
-            findings.extend(self.render(chart, bases, target, display, result, findings))
+            rendered = self.render(chart, bases, target, display, result, findings)
+            findings.extend(trace.place(f, coalesced) for f in rendered)
         self.keep(findings)
 
     def rules(self, coalesced: Coalesced, chart: str, clean: bool) -> list[Finding]:
@@ -300,7 +301,6 @@ class _Run:
                     self.options.ignore_missing_schemas,
                 )
             )
-            out.extend(cel_step.check_objects(rendered.objects, display))
         return out
 
     # -- suppression ------------------------------------------------------------------

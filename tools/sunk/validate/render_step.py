@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sunk.chartio.helm import HelmError, Release, template
 from sunk.chartio.manifests import RenderedRelease
 from sunk.slurmconf import RenderError, render_all
+from sunk.validate import cel_step
 from sunk.validate.findings import RENDER, Finding, Severity
 
 # Renderer warnings that a rule already reports with a position (SUNK012).
@@ -61,13 +62,21 @@ def render(
             Finding(RENDER, Severity.ERROR, f"helm rendered invalid YAML: {exc}", display)
         )
         return out
+    # The CRDs' CEL rules (K8S findings): run here, before the Slurm renderer, whose model
+    # validation would otherwise repeat a refusal they report with the rule's own words.
+    refused = cel_step.check_objects(out.objects, display)
+    out.findings.extend(refused)
     if release.chart == "slurm":
-        out.findings.extend(_slurm(out.objects, release.namespace, display, covered))
+        out.findings.extend(_slurm(out.objects, release.namespace, display, covered, bool(refused)))
     return out
 
 
 def _slurm(
-    objects: list[dict[str, Any]], namespace: str, display: str, covered: bool
+    objects: list[dict[str, Any]],
+    namespace: str,
+    display: str,
+    covered: bool,
+    cel_reported: bool = False,
 ) -> list[Finding]:
     findings = []
     try:
@@ -77,7 +86,20 @@ def _slurm(
         if covered:  # a rule already reported it at the values line
             return []
         return [Finding(RENDER, Severity.ERROR, f"Slurm renderer: {exc}", display)]
-    except (ValidationError, ValueError, KeyError, TypeError) as exc:
+    except ValidationError as exc:
+        # The CRDs' CEL rules say the same, at the values line (cel_step, trace): say it once.
+        if cel_reported:
+            return []
+        message = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or exc.title}: {e['msg']}"
+            for e in exc.errors()[:3]
+        )
+        return [
+            Finding(
+                RENDER, Severity.ERROR, f"rendered custom resources unreadable: {message}", display
+            )
+        ]
+    except (ValueError, KeyError, TypeError) as exc:
         message = str(exc).splitlines()[0]
         return [
             Finding(
