@@ -124,3 +124,18 @@ def test_object_findings_point_at_the_values_line_that_set_the_field(helm, cwd):
     assert code == 1, report
     (found,) = [f for f in report["findings"] if f["ruleId"] == "K8S"]
     assert (found["file"], found["line"], found["keyPath"]) == ("site.yaml", 7, "data.a")
+
+
+def test_files_validated_in_parallel_report_as_one_after_another(helm, cwd):
+    (cwd / "repo" / "prod").mkdir(parents=True)
+    (cwd / "repo" / "a.yaml").write_text("compute:\n  nodes:\n    cpu: {definitions: [cpu-epyc]}\n")
+    (cwd / "repo" / "prod" / "b.yaml").write_text("clusterName: 'bad name'\n")
+    (cwd / "repo" / "prod" / "c.yaml").write_text("login: {replicas: -1}\n")
+    sequential = run("repo", "-j", "1")
+    parallel = run("repo", "-j", "3")
+    assert sequential == parallel
+    code, report = parallel
+    assert code == 1
+    assert [f["file"] for f in report["files"]] == ["repo/a.yaml", "repo/prod/b.yaml",
+                                                     "repo/prod/c.yaml"]  # fmt: skip
+    assert {f["file"] for f in report["findings"]} == {"repo/prod/b.yaml", "repo/prod/c.yaml"}

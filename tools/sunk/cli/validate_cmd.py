@@ -99,6 +99,13 @@ def validate(
         False, "--ignore-missing-schemas", help="Skip rendered kinds that have no schema."
     ),
     namespace: str = typer.Option("tenant-slurm", "-n", "--namespace", help="Release namespace."),
+    jobs: int = typer.Option(
+        0,
+        "-j",
+        "--jobs",
+        min=0,
+        help="Files validated at once, each in a process of its own (default 0: one per CPU).",
+    ),
     helm: str | None = helm_option(),
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule table and exit."),
     traceback: bool = typer.Option(False, "--traceback", help="Show tracebacks of crashes."),
@@ -127,6 +134,7 @@ def validate(
         crd_schemas=[str(d) for d in crd_schemas],
         ignore_missing_schemas=ignore_missing_schemas,
         helm=helm,
+        jobs=jobs,
     )
     if plain_http and not (chart or "").startswith(OCI_PREFIX):
         raise UsageError("--plain-http is for --chart oci://…")
