@@ -1,7 +1,6 @@
-"""Validate generated objects against the hand-written Argo CD schemas in ``schemas/``.
-
-No package on PyPI ships Argo CD's Application/ApplicationSet CRD schemas, so ``schemas/*.json``
-are transcribed from Argo CD's documented fields (see their ``$comment``).
+"""Validate generated objects against Argo CD's schemas in ``schemas/``: generated from the
+CRDs of the pinned Argo CD (sunk.devenv.argocd_schemas; provenance in each ``$comment``),
+strict where the API server would silently drop an unknown field.
 """
 
 from __future__ import annotations
@@ -13,7 +12,11 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 
-SCHEMA_FILES = {"Application": "application.json", "ApplicationSet": "applicationset.json"}
+SCHEMA_FILES = {
+    "Application": "application.json",
+    "ApplicationSet": "applicationset.json",
+    "AppProject": "appproject.json",
+}
 
 
 @cache
