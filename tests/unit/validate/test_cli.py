@@ -140,11 +140,10 @@ def test_usage_errors_exit_2_with_one_error_line(files, args, message):
     assert line.startswith(f"sunkctl validate: error: {message}"), line
 
 
-def test_a_bad_format_is_clicks_usage_error(files):
+def test_a_bad_format_is_a_usage_error(files):
     result = run("good.yaml", "-o", "xml")
     assert result.exit_code == 2
-    assert "Usage: sunkctl validate [OPTIONS]" in result.stderr
-    assert "Invalid value for '-o' / '--output'" in result.stderr
+    assert result.stderr.startswith("sunkctl validate: error: Invalid value for '-o' / '--output'")
 
 
 def test_missing_helm_is_exit_3_and_says_how_to_install_it(files, monkeypatch, tmp_path):

@@ -5,8 +5,8 @@ Commands are :class:`SunkCommand`\\ s: its ``invoke`` takes the command path fro
 command's own context (Typer runs commands in contexts of its own copy of Click, so a global
 ``click.get_current_context()`` does not see them) and is the one place errors become exits:
 a :class:`~sunk.errors.SunkError` exits with its class's ``exit_code``, an ``OSError`` with 3,
-anything else is a crash (3). Click's own usage errors (an unknown option, a bad ``-o`` value)
-keep Click's format and exit 2.
+anything else is a crash (3). Click's own usage errors (an unknown option, a bad ``-o`` value, a
+missing one), raised while the arguments are parsed, get the same one line and exit 2.
 """
 
 from __future__ import annotations
@@ -86,6 +86,18 @@ def _exit_for(exc: Exception, ctx: typer.Context) -> tuple[str, int]:
 class SunkCommand(TyperCommand):
     """A sunkctl command: what escapes it becomes one line, ``sunkctl <command>: error: …``,
     and an exit code. Typer's and Click's own exits and usage errors pass through untouched."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _ClickError as exc:
+            if getattr(exc, "exit_code", 2) != 2 or not hasattr(exc, "format_message"):
+                raise
+            path = " ".join(p for p in (getattr(parent, "command_path", ""), info_name) if p)
+            typer.echo(error_line(f"{exc.format_message()} (see --help)", path), err=True)
+            raise typer.Exit(2) from None
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
