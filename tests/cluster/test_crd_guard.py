@@ -173,3 +173,21 @@ def test_an_incomplete_directory_is_refused_with_the_models_words(crds, kube, na
             _create(kube, namespace, "slurmclusters", "SlurmCluster",
                     {"clusterName": "c", "directoryService": {**directory, **patch}})  # fmt: skip
         assert caught.value.status == 422 and message in str(caught.value), patch
+
+
+@pytest.mark.parametrize("budget", ["abc", "150%", "010%", "10", -1, "10 %"])
+def test_a_bad_rolling_update_budget_is_refused(crds, kube, namespace, budget):
+    """maxUnavailable is int-or-string, which cannot carry a pattern: a CEL rule does."""
+    for plural, kind, spec in (
+        ("nodesets", "NodeSet", {"maxUnavailable": budget}),
+        ("slurmclusters", "SlurmCluster", {"compute": {"maxUnavailable": budget}}),
+    ):
+        with pytest.raises(KubeAPIError) as caught:
+            _create(kube, namespace, plural, kind, {"clusterName": "c", **spec})
+        assert caught.value.status == 422, (kind, budget)
+        assert "a percentage from '0%' to '100%'" in str(caught.value), (kind, budget)
+
+
+@pytest.mark.parametrize("budget", ["0%", "10%", "100%", 0, 3])
+def test_a_good_rolling_update_budget_is_accepted(crds, kube, namespace, budget):
+    _create(kube, namespace, "nodesets", "NodeSet", {"clusterName": "c", "maxUnavailable": budget})

@@ -54,22 +54,31 @@ Quantity = Annotated[
     Field(json_schema_extra={"x-quantity": True}),
 ]
 
-_PERCENT = re.compile(r"^[0-9]{1,3}%$")
+# 0% to 100%, written as Kubernetes writes them (no leading zeros): the one pattern of the
+# model, the values schema (sunk.schema.convert) and the CRDs' CEL rule below.
+PERCENT = r"^(100|[1-9]?[0-9])%$"
+_PERCENT = re.compile(PERCENT)
 
 
 def _check_int_or_percent(value: int | str) -> int | str:
     if isinstance(value, bool) or (isinstance(value, int) and value < 0):
         raise ValueError("expected a whole number of Pods (0 or more) or a percentage like '10%'")
-    if isinstance(value, str) and not (_PERCENT.match(value) and int(value[:-1]) <= 100):
+    if isinstance(value, str) and not _PERCENT.match(value):
         raise ValueError(f"{value!r}: expected a percentage from '0%' to '100%', or a whole number")
     return value
 
 
 # A rolling-update budget as Kubernetes writes it: Pods, or a percentage of the desired Pods.
+# The CRDs say the same in CEL (an int-or-string schema cannot carry a pattern), so the API
+# server refuses `maxUnavailable: "abc"` instead of the operator meeting it.
+INT_OR_PERCENT_RULE = {
+    "rule": f"type(self) == string ? self.matches('{PERCENT}') : self >= 0",
+    "message": "expected a whole number of Pods (0 or more) or a percentage from '0%' to '100%'",
+}
 IntOrPercent = Annotated[
     int | str,
     AfterValidator(_check_int_or_percent),
-    Field(json_schema_extra={"x-int-or-string": True}),
+    Field(json_schema_extra={"x-int-or-string": True, "x-cel": [INT_OR_PERCENT_RULE]}),
 ]
 
 # A CPU count written as text, as SUNK's values files do (`skuCpu: "4"`): 1 to 65535, the most

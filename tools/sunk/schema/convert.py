@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sunk.models.base import QUANTITY_PATTERN
+from sunk.models.base import PERCENT, QUANTITY_PATTERN
 
 Dialect = Literal["values", "crd"]
 _NULL = {"type": "null"}
 _DROP = {"title"}
-_PERCENT = r"^[0-9]+%$"
+_PERCENT = PERCENT
 # The only anyOf a structural schema allows: exactly Kubernetes' IntOrString (no patterns
 # inside — the apiserver rejects them; the values schema and our models check formats).
 _CRD_INT_OR_STRING = {
