@@ -167,3 +167,50 @@ def test_only_the_daemons_that_verify_tokens_get_the_jwt_key():
 
     assert {n for n in objects if has_key(n)} == {"c-controller", "c-accounting"}
     assert {"c-rest", "c-login"} <= set(objects)
+
+
+def _pod_specs(ctx: ClusterContext) -> dict[str, dict]:
+    return {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]
+        for o in desired_objects(ctx)
+        if o["kind"] in ("StatefulSet", "Deployment")
+    }
+
+
+def test_control_plane_pods_are_hardened_by_default():
+    pods = _pod_specs(context())
+    for name in ("c-controller", "c-accounting", "c-rest", "c-mariadb"):
+        assert pods[name]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pods[name]["containers"]:
+            if container["name"] == "munge":  # its own context (nodeset.pod)
+                continue
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
+            assert container["resources"]["requests"], (name, container["name"])
+    assert pods["c-controller"]["securityContext"]["fsGroup"] == 401
+    assert pods["c-accounting"]["securityContext"]["fsGroup"] == 401
+    (ctld,) = [c for c in pods["c-controller"]["containers"] if c["name"] == "slurmctld"]
+    assert ctld["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
+    # login: sshd keeps its capability set; no seccomp or escalation change (users' sessions)
+    assert "securityContext" not in pods["c-login"]
+    (sshd,) = [c for c in pods["c-login"]["containers"] if c["name"] == "sshd"]
+    assert "allowPrivilegeEscalation" not in sshd["securityContext"]
+    assert sshd["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
+
+
+def test_values_replace_the_hardening_defaults():
+    mine = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
+    pods = _pod_specs(
+        context(
+            controller={
+                "resources": mine,
+                "podSecurityContext": {"runAsNonRoot": False},
+                "securityContext": {"privileged": False},
+            },
+            accounting={"database": {"mariadb": {"resources": mine}}},
+        )
+    )
+    assert pods["c-controller"]["securityContext"] == {"runAsNonRoot": False}
+    (ctld,) = [c for c in pods["c-controller"]["containers"] if c["name"] == "slurmctld"]
+    assert ctld["resources"] == mine
+    assert ctld["securityContext"] == {"privileged": False}
+    assert pods["c-mariadb"]["containers"][0]["resources"] == mine

@@ -84,6 +84,16 @@ class PodOptions(Strict):
     )
 
 
+def daemon_resources(daemon: str, cpu: str, memory: str) -> Any:
+    """`resources` of a control-plane daemon: unset, the operator requests ``cpu`` and
+    ``memory`` and sets no limit (sunk.operator.cluster.objects.DEFAULT_REQUESTS)."""
+    return Field(
+        default=None,
+        description=f"{daemon} container resources; unset: requests of {cpu} CPU and "
+        f"{memory} memory, no limits.",
+    )
+
+
 S6_DESCRIPTION = "s6-rc services. Not acted on yet: no image runs s6-rc."
 
 
@@ -102,6 +112,7 @@ class S6Service(Strict):
 
 
 class Controller(PodOptions):
+    resources: Resources | None = daemon_resources("slurmctld", "100m", "256Mi")
     image: Image = Field(
         default_factory=lambda: image("controller"), description="slurmctld image."
     )
@@ -149,7 +160,7 @@ class MariaDB(Strict):
         default_factory=lambda: PersistentStorage(size="16Gi"),
         description="Embedded MariaDB data volume.",
     )
-    resources: Resources | None = Field(default=None, description="MariaDB container resources.")
+    resources: Resources | None = daemon_resources("MariaDB", "100m", "256Mi")
 
 
 class Moco(Strict):
@@ -198,6 +209,7 @@ ACCOUNTING_RULES = [
 
 class Accounting(PodOptions):
     model_config = ConfigDict(json_schema_extra={"x-cel": ACCOUNTING_RULES})
+    resources: Resources | None = daemon_resources("slurmdbd", "50m", "128Mi")
 
     enabled: bool = Field(default=True, description="Run slurmdbd and record accounting.")
     replicas: int = Field(default=1, ge=0, le=1, description="slurmdbd replicas (0 or 1).")
@@ -214,6 +226,7 @@ class Accounting(PodOptions):
 
 
 class Rest(PodOptions):
+    resources: Resources | None = daemon_resources("slurmrestd", "50m", "128Mi")
     enabled: bool = Field(default=True, description="Run slurmrestd.")
     replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="slurmrestd replicas.")
     image: Image = Field(
@@ -242,6 +255,7 @@ class LoginService(Strict):
 
 
 class Login(PodOptions):
+    resources: Resources | None = daemon_resources("sshd", "100m", "256Mi")
     enabled: bool = Field(default=True, description="Run login pods (sshd + Slurm clients).")
     replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="Login StatefulSet replicas.")
     image: Image = Field(default_factory=lambda: image("login"), description="Login image.")

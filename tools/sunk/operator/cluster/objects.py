@@ -31,6 +31,23 @@ SSHD_SECURITY_CONTEXT = {
 }
 
 
+# The control-plane daemons (slurmctld, slurmdbd, slurmrestd, the reconfigure loop) and MariaDB
+# start as root, own their directories, then setpriv (or mariadbd --user) to their user: no
+# setuid binary on the way, so no privilege escalation is needed. The images tier runs the same
+# entrypoints under Docker's default seccomp profile. Capabilities and a read-only root stay
+# as the image has them (tests/chart/checkov-skips.yaml says why).
+DAEMON_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False}
+POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
+# Requests (never limits: see checkov-skips.yaml) of a component whose `resources` is unset.
+DEFAULT_REQUESTS = {
+    "slurmctld": {"cpu": "100m", "memory": "256Mi"},
+    "slurmdbd": {"cpu": "50m", "memory": "128Mi"},
+    "slurmrestd": {"cpu": "50m", "memory": "128Mi"},
+    "sshd": {"cpu": "100m", "memory": "256Mi"},
+    "mariadb": {"cpu": "100m", "memory": "256Mi"},
+}
+
+
 @dataclass(frozen=True)
 class ClusterContext:
     name: str  # SlurmCluster metadata.name
@@ -171,6 +188,21 @@ def _pod_spec(
     return spec
 
 
+def _resources(name: str, resources: Any) -> dict[str, Any]:
+    if resources is not None:
+        return resources.model_dump(exclude_none=True)
+    return {"requests": dict(DEFAULT_REQUESTS.get(name, {}))}
+
+
+def _pod_security(spec: dict[str, Any], fs_group: int | None = None) -> None:
+    """The Pod's securityContext when `podSecurityContext` is unset: seccomp RuntimeDefault,
+    and ``fs_group`` for the daemons that run as slurm and read group-owned volumes."""
+    default = copy.deepcopy(POD_SECURITY_CONTEXT)
+    if fs_group is not None:
+        default["fsGroup"] = fs_group
+    spec.setdefault("securityContext", default)
+
+
 def _container(
     ctx: ClusterContext, name: str, opts: Any, args: list[str], port: int | None = None
 ) -> dict[str, Any]:
@@ -190,10 +222,11 @@ def _container(
     }
     if opts.image.pullPolicy:
         container["imagePullPolicy"] = opts.image.pullPolicy
-    if opts.resources:
-        container["resources"] = opts.resources.model_dump(exclude_none=True)
+    container["resources"] = _resources(name, opts.resources)
     if opts.securityContext:
         container["securityContext"] = opts.securityContext
+    elif name != "sshd":  # the login's is SSHD_SECURITY_CONTEXT
+        container["securityContext"] = copy.deepcopy(DAEMON_SECURITY_CONTEXT)
     if port:
         container["ports"] = [{"name": name, "containerPort": port}]
         container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 10}
@@ -224,7 +257,7 @@ def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
         "requests": {"cpu": "5m", "memory": "16Mi"},
         "limits": {"memory": "64Mi"},
     }
-    container.pop("securityContext", None)
+    container["securityContext"] = copy.deepcopy(DAEMON_SECURITY_CONTEXT)
     return container
 
 
@@ -337,7 +370,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
         pod["dnsConfig"] = {
             "searches": [f"{names.login_pods(ctx.cluster)}.{service_domain(ctx.namespace)}"]
         }
-    pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
+    _pod_security(pod, SLURM_UID)
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
     statefulset = {
@@ -382,7 +415,7 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
     ]
     pod = _pod_spec(ctx, acct, [container], volumes, hostname=name)
     # slurmdbd runs as slurm and reads the JWT key (mode 0400) from the projected config volume
-    pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
+    _pod_security(pod, SLURM_UID)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -431,11 +464,11 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
         "ports": [{"name": "mysql", "containerPort": 3306}],
         "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 10},
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
+        "resources": _resources("mariadb", maria.resources),
+        "securityContext": copy.deepcopy(DAEMON_SECURITY_CONTEXT),
     }
     if maria.image.pullPolicy:
         container["imagePullPolicy"] = maria.image.pullPolicy
-    if maria.resources:
-        container["resources"] = maria.resources.model_dump(exclude_none=True)
     claim = volume_claim("data", maria.storage, labels(ctx, "database"))
     statefulset = {
         "apiVersion": "apps/v1",
@@ -451,6 +484,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
                     "containers": [container],
                     "tolerations": [names.LOCK_TOLERATION],
                     "automountServiceAccountToken": False,
+                    "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
                 },
             },
             "volumeClaimTemplates": [claim],
@@ -495,6 +529,7 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
     name = names.rest(ctx.cluster)
     container = _container(ctx, "slurmrestd", opts, ["slurmrestd"], 6820)
     pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
+    _pod_security(pod)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
