@@ -917,3 +917,76 @@ def test_lua_scripts_reach_their_configmap_and_mounts(
     assert "is not Lua 5.1" in cond["message"]
     lua = kube.get(f"/api/v1/namespaces/{ns}/configmaps/lua-lua")
     assert lua["data"]["job_submit.lua"] == scripts["jobSubmitLua"]["script"]
+
+
+def test_disruption_budgets_select_the_pods_switch_off_and_go_with_the_cluster(
+    operator, kube, control_plane, op_namespaces
+):
+    """controller.podDisruptionBudget and login.podDisruptionBudget: the API server stores
+    each budget with the selector of its component's Pods (the disruption controller counts
+    them), owned by the SlurmCluster; switched off, or login down to one replica, the budget
+    is deleted; with the SlurmCluster, the garbage collector removes it."""
+    ns = op_namespaces[1]
+    cluster = f"pdb{uuid.uuid4().hex[:4]}"
+    pdbs = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
+    body = cluster_body(
+        cluster,
+        controller={"podDisruptionBudget": {"enabled": True}},
+        login={"replicas": 2, "service": {"type": "ClusterIP"}},
+        **NO_SYNCER,
+    )
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", body)
+    expected = {f"{cluster}-controller": (0, 1), f"{cluster}-login": (1, 2)}
+    for name, (max_unavailable, replicas) in expected.items():
+        budget = control_plane.wait_for(
+            lambda n=name: kube.get(f"{pdbs}/{n}", missing_ok=True), 60, f"PDB {name}"
+        )
+        owner = budget["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("SlurmCluster", cluster)
+        assert budget["spec"]["maxUnavailable"] == max_unavailable
+        assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+        labels = budget["spec"]["selector"]["matchLabels"]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        # The StatefulSet controller makes the Pods (one at a time: no Node makes them Ready
+        # here), and the selector finds them and no other component's.
+        pods = control_plane.wait_for(
+            lambda s=selector: kube.list(f"/api/v1/namespaces/{ns}/pods", label_selector=s),
+            60,
+            f"Pods of {name}",
+        )
+        assert {p["metadata"]["ownerReferences"][0]["name"] for p in pods} == {name}
+        control_plane.wait_for(
+            lambda n=name, r=replicas: (
+                (kube.get(f"{pdbs}/{n}").get("status") or {}).get("expectedPods") == r
+            ),
+            60,
+            f"the disruption controller expects {replicas} Pods of {name} (from their owner)",
+        )
+
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/{cluster}",
+        {
+            "spec": {
+                "controller": {"podDisruptionBudget": {"enabled": False}},
+                "login": {"replicas": 1},
+            }
+        },
+    )
+    for name in expected:
+        control_plane.wait_for(
+            lambda n=name: kube.get(f"{pdbs}/{n}", missing_ok=True) is None, 60, f"{name} deleted"
+        )
+
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/{cluster}",
+        {"spec": {"controller": {"podDisruptionBudget": {"enabled": True}}}},
+    )
+    control_plane.wait_for(
+        lambda: kube.get(f"{pdbs}/{cluster}-controller", missing_ok=True), 60, "PDB again"
+    )
+    kube.delete(f"{API}/namespaces/{ns}/slurmclusters/{cluster}")
+    control_plane.wait_for(
+        lambda: kube.get(f"{pdbs}/{cluster}-controller", missing_ok=True) is None,
+        60,
+        "PDB garbage-collected with its SlurmCluster",
+    )

@@ -7,7 +7,12 @@ import base64
 from sunk.models.crds import SlurmClusterSpec
 from sunk.operator import names
 from sunk.operator.cluster import keys
-from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
+from sunk.operator.cluster.objects import (
+    ClusterContext,
+    desired_objects,
+    disruption_budgets_off,
+    slurmdbd_secret,
+)
 from sunk.slurmconf import ClusterInputs, Endpoints, render_all
 
 
@@ -214,3 +219,45 @@ def test_values_replace_the_hardening_defaults():
     assert ctld["resources"] == mine
     assert ctld["securityContext"] == {"privileged": False}
     assert pods["c-mariadb"]["containers"][0]["resources"] == mine
+
+
+def _budgets(ctx: ClusterContext) -> dict[str, dict]:
+    return {
+        o["metadata"]["name"]: o for o in desired_objects(ctx) if o["kind"] == "PodDisruptionBudget"
+    }
+
+
+def test_no_disruption_budget_by_default():
+    """The controller's is opt-in (it would hold drains); one login Pod gets none."""
+    ctx = context()
+    assert _budgets(ctx) == {}
+    assert disruption_budgets_off(ctx) == ["c-controller", "c-login"]
+
+
+def test_disruption_budgets_select_their_workloads_pods_and_are_owned():
+    ctx = context(controller={"podDisruptionBudget": {"enabled": True}}, login={"replicas": 3})
+    budgets = _budgets(ctx)
+    assert set(budgets) == {"c-controller", "c-login"}
+    assert budgets["c-controller"]["spec"]["maxUnavailable"] == 0
+    assert budgets["c-login"]["spec"]["maxUnavailable"] == 1
+    workloads = {
+        o["metadata"]["name"]: o for o in desired_objects(ctx) if o["kind"] == "StatefulSet"
+    }
+    for name, budget in budgets.items():
+        assert budget["apiVersion"] == "policy/v1"
+        assert budget["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+        selector = budget["spec"]["selector"]["matchLabels"]
+        assert selector == workloads[name]["spec"]["selector"]["matchLabels"]
+        pod_labels = workloads[name]["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= pod_labels.items()
+    assert disruption_budgets_off(ctx) == []
+
+
+def test_disruption_budget_switches():
+    ctx = context(login={"replicas": 2, "podDisruptionBudget": {"maxUnavailable": "50%"}})
+    assert _budgets(ctx)["c-login"]["spec"]["maxUnavailable"] == "50%"
+    off = context(login={"replicas": 2, "podDisruptionBudget": {"enabled": False}})
+    assert _budgets(off) == {}
+    assert "c-login" in disruption_budgets_off(off)
+    assert "c-login" in disruption_budgets_off(context(login={"replicas": 2, "enabled": False}))

@@ -108,11 +108,37 @@ class S6Service(Strict):
     )
 
 
+class PodDisruptionBudget(Strict):
+    enabled: bool = Field(
+        default=True, description="A PodDisruptionBudget when there is more than one replica."
+    )
+    maxUnavailable: int | str = Field(
+        default=1,
+        description="Replicas a voluntary disruption (a Node drain) may take at once: a count "
+        "or a percentage.",
+        json_schema_extra={"x-int-or-string": True},
+    )
+
+
+class ControllerDisruptionBudget(Strict):
+    enabled: bool = Field(
+        default=False,
+        description="A PodDisruptionBudget (maxUnavailable 0) on slurmctld's single Pod: "
+        "`kubectl drain` of its Node then waits until an admin moves slurmctld "
+        "(`kubectl delete pod <cluster>-controller-0`; a delete is not an eviction) or turns "
+        "this off. Off: a drain restarts slurmctld on another Node (its state is on its PVC; "
+        "running jobs go on). A Pod that is not Ready can always be evicted.",
+    )
+
+
 # --------------------------------------------------------------------------- control plane
 
 
 class Controller(PodOptions):
     resources: Resources | None = daemon_resources("slurmctld", "100m", "256Mi")
+    podDisruptionBudget: ControllerDisruptionBudget = Field(
+        default_factory=ControllerDisruptionBudget, description="Voluntary disruptions."
+    )
     image: Image = Field(
         default_factory=lambda: image("controller"), description="slurmctld image."
     )
@@ -256,6 +282,11 @@ class LoginService(Strict):
 
 class Login(PodOptions):
     resources: Resources | None = daemon_resources("sshd", "100m", "256Mi")
+    podDisruptionBudget: PodDisruptionBudget = Field(
+        default_factory=PodDisruptionBudget,
+        description="Voluntary disruptions: a drain takes at most `maxUnavailable` login Pods "
+        "(and their users' sessions) at once; a Pod that is not Ready can always be evicted.",
+    )
     enabled: bool = Field(default=True, description="Run login pods (sshd + Slurm clients).")
     replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="Login StatefulSet replicas.")
     image: Image = Field(default_factory=lambda: image("login"), description="Login image.")
@@ -1050,18 +1081,6 @@ class TopologySpread(Strict):
     whenUnsatisfiable: Literal["ScheduleAnyway", "DoNotSchedule"] = Field(
         default="ScheduleAnyway",
         description="`DoNotSchedule` keeps a replica Pending rather than beside the other.",
-    )
-
-
-class PodDisruptionBudget(Strict):
-    enabled: bool = Field(
-        default=True, description="A PodDisruptionBudget when there is more than one replica."
-    )
-    maxUnavailable: int | str = Field(
-        default=1,
-        description="Replicas a voluntary disruption (a Node drain) may take at once: a count "
-        "or a percentage.",
-        json_schema_extra={"x-int-or-string": True},
     )
 
 

@@ -129,6 +129,7 @@ PLURALS = {
     "Pod": "pods",
     "StatefulSet": "statefulsets",
     "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
     "Node": "nodes",
     "Event": "events",
     "Lease": "leases",

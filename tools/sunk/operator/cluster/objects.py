@@ -311,6 +311,23 @@ def service(
     }
 
 
+def disruption_budget(
+    ctx: ClusterContext, name: str, component: str, max_unavailable: int | str
+) -> dict[str, Any]:
+    """A PodDisruptionBudget over one component's Pods (its workload's selector). A Pod that is
+    not Ready may always be evicted: a budget keeps a working daemon, not a broken one."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(ctx, name, component),
+        "spec": {
+            "maxUnavailable": max_unavailable,
+            "selector": {"matchLabels": selector(ctx, component)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
 def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
     apart = ("slurmdbd.conf", "topology.conf", SSSD_FILE, *CONTROLLER_FILES)
     files = {k: v for k, v in ctx.rendered.files.items() if k not in apart}
@@ -388,7 +405,10 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retain, "whenScaled": "Retain"},
         },
     }
-    return [statefulset, service(ctx, name, "controller", [("slurmctld", 6817)], headless=True)]
+    out = [statefulset, service(ctx, name, "controller", [("slurmctld", 6817)], headless=True)]
+    if opts.podDisruptionBudget.enabled:  # one replica: a drain waits for an admin
+        out.append(disruption_budget(ctx, name, "controller", 0))
+    return out
 
 
 def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -603,7 +623,10 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     pods_service = service(
         ctx, names.login_pods(ctx.cluster), "login", [("ssh", 22)], headless=True
     )
-    return [statefulset, svc, pods_service]
+    out = [statefulset, svc, pods_service]
+    if _login_budget(opts):
+        out.append(disruption_budget(ctx, name, "login", opts.podDisruptionBudget.maxUnavailable))
+    return out
 
 
 def desired_objects(ctx: ClusterContext, with_login: bool = True) -> list[dict[str, Any]]:
@@ -616,6 +639,22 @@ def desired_objects(ctx: ClusterContext, with_login: bool = True) -> list[dict[s
         *rest(ctx),
         *(login(ctx) if with_login else []),
     ]
+
+
+def _login_budget(login: Any) -> bool:
+    """One login Pod gets no budget: maxUnavailable 1 would let every drain through anyway."""
+    return login.enabled and login.podDisruptionBudget.enabled and login.replicas > 1
+
+
+def disruption_budgets_off(ctx: ClusterContext) -> list[str]:
+    """Names of the cluster's PodDisruptionBudgets its spec does not ask for (switched off, or
+    login down to one replica): the reconcile deletes them if they exist."""
+    off = []
+    if not ctx.spec.controller.podDisruptionBudget.enabled:
+        off.append(names.controller(ctx.cluster))
+    if not _login_budget(ctx.spec.login):
+        off.append(names.login(ctx.cluster))
+    return off
 
 
 def slurmdbd_secret(ctx: ClusterContext) -> dict[str, Any] | None:
