@@ -209,6 +209,43 @@ def test_fifty_nodes_fifty_pods_scale_down_and_up(operator, kube, control_plane,
     ]["tolerations"]
     node = kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
     assert node["metadata"]["labels"]["sunk.coreweave.com/nodeset"] == "cpu"
+    # Every Pod runs as its component's own ServiceAccount, which mounts no token; the slurmd
+    # one exists before the NodeSet's first Pod (the API server refuses a Pod naming none).
+    assert pod["spec"]["serviceAccountName"] == "beta-slurmd"
+    for component in ("controller", "accounting", "rest", "login", "database", "slurmd"):
+        account = control_plane.wait_for(
+            lambda c=component: kube.get(
+                f"/api/v1/namespaces/{ns}/serviceaccounts/beta-{c}", missing_ok=True
+            ),
+            60,
+            f"ServiceAccount beta-{component}",
+        )
+        assert account["automountServiceAccountToken"] is False
+        assert account["metadata"]["ownerReferences"][0]["name"] == "beta"
+    for kind, workload, component in [
+        ("statefulsets", "beta-controller", "controller"),
+        ("deployments", "beta-accounting", "accounting"),
+        ("deployments", "beta-rest", "rest"),
+        ("statefulsets", "beta-login", "login"),
+        ("statefulsets", "beta-mariadb", "database"),
+    ]:
+        template = control_plane.wait_for(
+            lambda k=kind, w=workload: kube.get(
+                f"/apis/apps/v1/namespaces/{ns}/{k}/{w}", missing_ok=True
+            ),
+            60,
+            f"{kind}/{workload}",
+        )["spec"]["template"]
+        assert template["spec"]["serviceAccountName"] == f"beta-{component}"
+    made = control_plane.wait_for(
+        lambda: kube.list(
+            f"/api/v1/namespaces/{ns}/pods",
+            label_selector="sunk.coreweave.com/cluster=beta,app.kubernetes.io/component=controller",
+        ),
+        60,
+        "the controller Pod",
+    )
+    assert made[0]["spec"]["serviceAccountName"] == "beta-controller"
     control_plane.wait_for(
         lambda: status(kube, ns, "nodesets", "cpu").get("numberReady") == 50 or None,
         120,

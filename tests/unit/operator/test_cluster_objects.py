@@ -41,6 +41,12 @@ def test_default_cluster_objects():
         "Service/c-login-pods",
         "Service/c-mariadb",
         "Service/c-rest",
+        "ServiceAccount/c-accounting",
+        "ServiceAccount/c-controller",
+        "ServiceAccount/c-database",
+        "ServiceAccount/c-login",
+        "ServiceAccount/c-rest",
+        "ServiceAccount/c-slurmd",
         "StatefulSet/c-controller",
         "StatefulSet/c-login",
         "StatefulSet/c-mariadb",
@@ -261,3 +267,20 @@ def test_disruption_budget_switches():
     assert _budgets(off) == {}
     assert "c-login" in disruption_budgets_off(off)
     assert "c-login" in disruption_budgets_off(context(login={"replicas": 2, "enabled": False}))
+
+
+def test_every_pod_runs_as_its_components_own_account_without_a_token():
+    objects = desired_objects(context())
+    accounts = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ServiceAccount"}
+    for account in accounts.values():
+        assert account["automountServiceAccountToken"] is False
+        assert account["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    pods = _pod_specs(context())
+    assert {name: spec["serviceAccountName"] for name, spec in pods.items()} == {
+        "c-controller": "c-controller",
+        "c-accounting": "c-accounting",
+        "c-rest": "c-rest",
+        "c-login": "c-login",
+        "c-mariadb": "c-database",
+    }
+    assert set(accounts) == {spec["serviceAccountName"] for spec in pods.values()} | {"c-slurmd"}

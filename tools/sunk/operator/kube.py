@@ -126,6 +126,7 @@ PLURALS = {
     "ConfigMap": "configmaps",
     "Secret": "secrets",
     "Service": "services",
+    "ServiceAccount": "serviceaccounts",
     "Pod": "pods",
     "StatefulSet": "statefulsets",
     "Deployment": "deployments",

@@ -46,6 +46,10 @@ tests/cluster/rbac_unused.yaml.
 - apiGroups: [apps]
   resources: [statefulsets, deployments]
   verbs: [get, list, watch, create, patch]
+# Each component's own ServiceAccount (no token, bound to nothing), by server-side apply.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, patch]
 # PodDisruptionBudgets of the controller and login (controller.podDisruptionBudget,
 # login.podDisruptionBudget), by server-side apply; deleted when switched off.
 - apiGroups: [policy]

@@ -65,13 +65,17 @@ class ClusterContext:
 
 
 def labels(ctx: ClusterContext, component: str) -> dict[str, str]:
+    return cluster_labels(ctx.cluster, component)
+
+
+def cluster_labels(cluster: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "slurm",
-        "app.kubernetes.io/instance": ctx.cluster,
+        "app.kubernetes.io/instance": cluster,
         names.LABEL_COMPONENT: component,
         names.LABEL_MANAGED_BY: names.MANAGER,
         "app.kubernetes.io/part-of": "sunk",
-        names.LABEL_CLUSTER: ctx.cluster,
+        names.LABEL_CLUSTER: cluster,
     }
 
 
@@ -80,16 +84,45 @@ def selector(ctx: ClusterContext, component: str) -> dict[str, str]:
 
 
 def owner(ctx: ClusterContext) -> list[dict[str, Any]]:
+    return cluster_owner(ctx.name, ctx.uid)
+
+
+def cluster_owner(name: str, uid: str) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": "sunk.coreweave.com/v1alpha1",
             "kind": "SlurmCluster",
-            "name": ctx.name,
-            "uid": ctx.uid,
+            "name": name,
+            "uid": uid,
             "controller": True,
             "blockOwnerDeletion": True,
         }
     ]
+
+
+def service_account(
+    namespace: str, cluster: str, component: str, owner_name: str, owner_uid: str
+) -> dict[str, Any]:
+    """A component's own ServiceAccount, owned by the SlurmCluster (``owner_name``): no Slurm
+    daemon calls the API, so it mounts no token and is bound to no Role."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": names.service_account(cluster, component),
+            "namespace": namespace,
+            "labels": cluster_labels(cluster, component),
+            "ownerReferences": cluster_owner(owner_name, owner_uid),
+        },
+        "automountServiceAccountToken": False,
+    }
+
+
+def _account(ctx: ClusterContext, pod: dict[str, Any], component: str) -> dict[str, Any]:
+    """The component's ServiceAccount, named in its Pod spec ``pod``."""
+    account = service_account(ctx.namespace, ctx.cluster, component, ctx.name, ctx.uid)
+    pod["serviceAccountName"] = account["metadata"]["name"]
+    return account
 
 
 def meta(ctx: ClusterContext, name: str, component: str, owned: bool = True) -> dict[str, Any]:
@@ -388,6 +421,7 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
             "searches": [f"{names.login_pods(ctx.cluster)}.{service_domain(ctx.namespace)}"]
         }
     _pod_security(pod, SLURM_UID)
+    account = _account(ctx, pod, "controller")
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
     statefulset = {
@@ -405,7 +439,11 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retain, "whenScaled": "Retain"},
         },
     }
-    out = [statefulset, service(ctx, name, "controller", [("slurmctld", 6817)], headless=True)]
+    out = [
+        account,
+        statefulset,
+        service(ctx, name, "controller", [("slurmctld", 6817)], headless=True),
+    ]
     if opts.podDisruptionBudget.enabled:  # one replica: a drain waits for an admin
         out.append(disruption_budget(ctx, name, "controller", 0))
     return out
@@ -436,6 +474,7 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
     pod = _pod_spec(ctx, acct, [container], volumes, hostname=name)
     # slurmdbd runs as slurm and reads the JWT key (mode 0400) from the projected config volume
     _pod_security(pod, SLURM_UID)
+    account = _account(ctx, pod, "accounting")
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -449,7 +488,12 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
             ),
         },
     }
-    return [deployment, service(ctx, name, "accounting", [("slurmdbd", 6819)]), *database(ctx)]
+    return [
+        account,
+        deployment,
+        service(ctx, name, "accounting", [("slurmdbd", 6819)]),
+        *database(ctx),
+    ]
 
 
 def database(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -490,6 +534,13 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
     if maria.image.pullPolicy:
         container["imagePullPolicy"] = maria.image.pullPolicy
     claim = volume_claim("data", maria.storage, labels(ctx, "database"))
+    pod: dict[str, Any] = {
+        "containers": [container],
+        "tolerations": [names.LOCK_TOLERATION],
+        "automountServiceAccountToken": False,
+        "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
+    }
+    account = _account(ctx, pod, "database")
     statefulset = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -498,15 +549,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
             "replicas": 1,
             "serviceName": name,
             "selector": {"matchLabels": selector(ctx, "database")},
-            "template": {
-                "metadata": {"labels": labels(ctx, "database")},
-                "spec": {
-                    "containers": [container],
-                    "tolerations": [names.LOCK_TOLERATION],
-                    "automountServiceAccountToken": False,
-                    "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
-                },
-            },
+            "template": {"metadata": {"labels": labels(ctx, "database")}, "spec": pod},
             "volumeClaimTemplates": [claim],
             "persistentVolumeClaimRetentionPolicy": {
                 "whenDeleted": "Retain",
@@ -514,7 +557,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
             },
         },
     }
-    return [statefulset, service(ctx, name, "database", [("mysql", 3306)])]
+    return [account, statefulset, service(ctx, name, "database", [("mysql", 3306)])]
 
 
 def moco_cluster(ctx: ClusterContext) -> dict[str, Any]:
@@ -550,6 +593,7 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
     container = _container(ctx, "slurmrestd", opts, ["slurmrestd"], 6820)
     pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
     _pod_security(pod)
+    account = _account(ctx, pod, "rest")
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -562,7 +606,11 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
             ),
         },
     }
-    return [deployment, service(ctx, name, "rest", [("slurmrestd", 6820)])]
+    return [
+        account,
+        deployment,
+        service(ctx, name, "rest", [("slurmrestd", 6820)]),
+    ]
 
 
 def login(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -594,6 +642,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     if sssd is not None:
         container["env"].append(dict(directory.LOGIN_ENV))
         directory.attach(pod, sssd, {"sshd"})
+    account = _account(ctx, pod, "login")
     statefulset: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -623,7 +672,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     pods_service = service(
         ctx, names.login_pods(ctx.cluster), "login", [("ssh", 22)], headless=True
     )
-    out = [statefulset, svc, pods_service]
+    out = [account, statefulset, svc, pods_service]
     if _login_budget(opts):
         out.append(disruption_budget(ctx, name, "login", opts.podDisruptionBudget.maxUnavailable))
     return out
@@ -632,8 +681,10 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
 def desired_objects(ctx: ClusterContext, with_login: bool = True) -> list[dict[str, Any]]:
     """Every owned control-plane object, in apply order; ``with_login=False`` leaves the login
     objects out (their volumes do not merge: the running ones are left as they are)."""
+    slurmd = service_account(ctx.namespace, ctx.cluster, "slurmd", ctx.name, ctx.uid)
     return [
         *config_maps(ctx),
+        slurmd,
         *controller(ctx),
         *accounting(ctx),
         *rest(ctx),

@@ -56,6 +56,7 @@ class PodContext:
     compute_mounts: tuple[dict[str, Any], ...] = ()
     munge_resources: dict[str, Any] | None = None
     directory: DirectoryPod | None = None  # `directoryService`: the sssd sidecar
+    service_account: str = ""  # the cluster's slurmd ServiceAccount (a template's own wins)
 
     @property
     def hooked(self) -> bool:
@@ -238,6 +239,8 @@ def build_pod(
     # Jobs run here: no API token unless the NodeSet's template asks for one (the lock hook's
     # token is a projected volume of its own audience).
     spec.setdefault("automountServiceAccountToken", False)
+    if ctx.service_account:
+        spec.setdefault("serviceAccountName", ctx.service_account)
     spec.pop("nodeSelector", None)  # as in SUNK, node selection is the NodeSet's job
     return {
         "apiVersion": "v1",

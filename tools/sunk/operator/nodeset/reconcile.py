@@ -15,6 +15,8 @@ from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.models.k8s import image_ref
 from sunk.operator import conditions, directory, names
+from sunk.operator.apply import ensure
+from sunk.operator.cluster.objects import service_account
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset import removal
@@ -152,6 +154,7 @@ def pod_context(
         if resources is not None
         else None,
         directory=directory.for_cluster(cluster),
+        service_account=names.service_account(cluster.clusterName, "slurmd"),
     )
 
 
@@ -212,6 +215,15 @@ async def reconcile_nodeset(
     elif not deleting:
         await _set_finalizer(kube, body, True)
     ctx = pod_context(ns, cluster_obj["metadata"]["name"], cluster, spec, hook_url)
+    # The slurmd ServiceAccount, which the SlurmCluster's reconcile applies too: a Pod naming
+    # one that does not exist yet is refused, and this NodeSet may come first.
+    cluster_meta = cluster_obj["metadata"]
+    await ensure(
+        kube,
+        service_account(
+            ns, cluster.clusterName, "slurmd", cluster_meta["name"], cluster_meta["uid"]
+        ),
+    )
     nodes = await kube.list(path_for("v1", "nodes"))
     pods = await kube.list(path_for("v1", "pods", ns), f"{names.LABEL_NODESET}={name}")
     pods = [
