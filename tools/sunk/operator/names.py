@@ -50,6 +50,12 @@ def login(cluster: str) -> str:
     return f"{cluster}-login"
 
 
+def service_account(cluster: str, component: str) -> str:
+    """Each component's own ServiceAccount (controller, accounting, rest, login, database,
+    slurmd): no Slurm Pod runs as the namespace's `default`."""
+    return f"{cluster}-{component}"
+
+
 def login_pods(cluster: str) -> str:
     """The login StatefulSet's headless Service: its Pods' DNS subdomain."""
     return f"{login(cluster)}-pods"

@@ -46,6 +46,15 @@ tests/cluster/rbac_unused.yaml.
 - apiGroups: [apps]
   resources: [statefulsets, deployments]
   verbs: [get, list, watch, create, patch]
+# Each component's own ServiceAccount (no token, bound to nothing), by server-side apply.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, patch]
+# PodDisruptionBudgets of the controller and login (controller.podDisruptionBudget,
+# login.podDisruptionBudget), by server-side apply; deleted when switched off.
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, create, patch, delete]
 # Events on SlurmClusters, NodeSets and slurmd Pods (written on changes, never updated).
 - apiGroups: [""]
   resources: [events]

@@ -32,6 +32,23 @@ SSHD_SECURITY_CONTEXT = {
 }
 
 
+# The control-plane daemons (slurmctld, slurmdbd, slurmrestd, the reconfigure loop) and MariaDB
+# start as root, own their directories, then setpriv (or mariadbd --user) to their user: no
+# setuid binary on the way, so no privilege escalation is needed. The images tier runs the same
+# entrypoints under Docker's default seccomp profile. Capabilities and a read-only root stay
+# as the image has them (tests/chart/checkov-skips.yaml says why).
+DAEMON_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False}
+POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
+# Requests (never limits: see checkov-skips.yaml) of a component whose `resources` is unset.
+DEFAULT_REQUESTS = {
+    "slurmctld": {"cpu": "100m", "memory": "256Mi"},
+    "slurmdbd": {"cpu": "50m", "memory": "128Mi"},
+    "slurmrestd": {"cpu": "50m", "memory": "128Mi"},
+    "sshd": {"cpu": "100m", "memory": "256Mi"},
+    "mariadb": {"cpu": "100m", "memory": "256Mi"},
+}
+
+
 @dataclass(frozen=True)
 class ClusterContext:
     name: str  # SlurmCluster metadata.name
@@ -49,13 +66,17 @@ class ClusterContext:
 
 
 def labels(ctx: ClusterContext, component: str) -> dict[str, str]:
+    return cluster_labels(ctx.cluster, component)
+
+
+def cluster_labels(cluster: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "slurm",
-        "app.kubernetes.io/instance": ctx.cluster,
+        "app.kubernetes.io/instance": cluster,
         names.LABEL_COMPONENT: component,
         names.LABEL_MANAGED_BY: names.MANAGER,
         "app.kubernetes.io/part-of": "sunk",
-        names.LABEL_CLUSTER: ctx.cluster,
+        names.LABEL_CLUSTER: cluster,
     }
 
 
@@ -64,16 +85,45 @@ def selector(ctx: ClusterContext, component: str) -> dict[str, str]:
 
 
 def owner(ctx: ClusterContext) -> list[dict[str, Any]]:
+    return cluster_owner(ctx.name, ctx.uid)
+
+
+def cluster_owner(name: str, uid: str) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": "sunk.coreweave.com/v1alpha1",
             "kind": "SlurmCluster",
-            "name": ctx.name,
-            "uid": ctx.uid,
+            "name": name,
+            "uid": uid,
             "controller": True,
             "blockOwnerDeletion": True,
         }
     ]
+
+
+def service_account(
+    namespace: str, cluster: str, component: str, owner_name: str, owner_uid: str
+) -> dict[str, Any]:
+    """A component's own ServiceAccount, owned by the SlurmCluster (``owner_name``): no Slurm
+    daemon calls the API, so it mounts no token and is bound to no Role."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": names.service_account(cluster, component),
+            "namespace": namespace,
+            "labels": cluster_labels(cluster, component),
+            "ownerReferences": cluster_owner(owner_name, owner_uid),
+        },
+        "automountServiceAccountToken": False,
+    }
+
+
+def _account(ctx: ClusterContext, pod: dict[str, Any], component: str) -> dict[str, Any]:
+    """The component's ServiceAccount, named in its Pod spec ``pod``."""
+    account = service_account(ctx.namespace, ctx.cluster, component, ctx.name, ctx.uid)
+    pod["serviceAccountName"] = account["metadata"]["name"]
+    return account
 
 
 def meta(ctx: ClusterContext, name: str, component: str, owned: bool = True) -> dict[str, Any]:
@@ -172,6 +222,21 @@ def _pod_spec(
     return spec
 
 
+def _resources(name: str, resources: Any) -> dict[str, Any]:
+    if resources is not None:
+        return resources.model_dump(exclude_none=True)
+    return {"requests": dict(DEFAULT_REQUESTS.get(name, {}))}
+
+
+def _pod_security(spec: dict[str, Any], fs_group: int | None = None) -> None:
+    """The Pod's securityContext when `podSecurityContext` is unset: seccomp RuntimeDefault,
+    and ``fs_group`` for the daemons that run as slurm and read group-owned volumes."""
+    default = copy.deepcopy(POD_SECURITY_CONTEXT)
+    if fs_group is not None:
+        default["fsGroup"] = fs_group
+    spec.setdefault("securityContext", default)
+
+
 def _container(
     ctx: ClusterContext, name: str, opts: Any, args: list[str], port: int | None = None
 ) -> dict[str, Any]:
@@ -191,10 +256,11 @@ def _container(
     }
     if opts.image.pullPolicy:
         container["imagePullPolicy"] = opts.image.pullPolicy
-    if opts.resources:
-        container["resources"] = opts.resources.model_dump(exclude_none=True)
+    container["resources"] = _resources(name, opts.resources)
     if opts.securityContext:
         container["securityContext"] = opts.securityContext
+    elif name != "sshd":  # the login's is SSHD_SECURITY_CONTEXT
+        container["securityContext"] = copy.deepcopy(DAEMON_SECURITY_CONTEXT)
     if port:
         container["ports"] = [{"name": name, "containerPort": port}]
         container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 10}
@@ -225,7 +291,7 @@ def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
         "requests": {"cpu": "5m", "memory": "16Mi"},
         "limits": {"memory": "64Mi"},
     }
-    container.pop("securityContext", None)
+    container["securityContext"] = copy.deepcopy(DAEMON_SECURITY_CONTEXT)
     return container
 
 
@@ -276,6 +342,23 @@ def service(
         "kind": "Service",
         "metadata": meta(ctx, name, component),
         "spec": spec,
+    }
+
+
+def disruption_budget(
+    ctx: ClusterContext, name: str, component: str, max_unavailable: int | str
+) -> dict[str, Any]:
+    """A PodDisruptionBudget over one component's Pods (its workload's selector). A Pod that is
+    not Ready may always be evicted: a budget keeps a working daemon, not a broken one."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(ctx, name, component),
+        "spec": {
+            "maxUnavailable": max_unavailable,
+            "selector": {"matchLabels": selector(ctx, component)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
     }
 
 
@@ -348,7 +431,8 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
         pod["dnsConfig"] = {
             "searches": [f"{names.login_pods(ctx.cluster)}.{service_domain(ctx.namespace)}"]
         }
-    pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
+    _pod_security(pod, SLURM_UID)
+    account = _account(ctx, pod, "controller")
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
     retain = "Retain" if opts.keepStateOnDelete else "Delete"
     statefulset = {
@@ -366,7 +450,14 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retain, "whenScaled": "Retain"},
         },
     }
-    return [statefulset, service(ctx, name, "controller", [("slurmctld", 6817)], headless=True)]
+    out = [
+        account,
+        statefulset,
+        service(ctx, name, "controller", [("slurmctld", 6817)], headless=True),
+    ]
+    if opts.podDisruptionBudget.enabled:  # one replica: a drain waits for an admin
+        out.append(disruption_budget(ctx, name, "controller", 0))
+    return out
 
 
 def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -393,7 +484,8 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
     ]
     pod = _pod_spec(ctx, acct, [container], volumes, hostname=name)
     # slurmdbd runs as slurm and reads the JWT key (mode 0400) from the projected config volume
-    pod.setdefault("securityContext", {"fsGroup": SLURM_UID})
+    _pod_security(pod, SLURM_UID)
+    account = _account(ctx, pod, "accounting")
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -407,7 +499,12 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
             ),
         },
     }
-    return [deployment, service(ctx, name, "accounting", [("slurmdbd", 6819)]), *database(ctx)]
+    return [
+        account,
+        deployment,
+        service(ctx, name, "accounting", [("slurmdbd", 6819)]),
+        *database(ctx),
+    ]
 
 
 def database(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -442,12 +539,19 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
         "ports": [{"name": "mysql", "containerPort": 3306}],
         "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 10},
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
+        "resources": _resources("mariadb", maria.resources),
+        "securityContext": copy.deepcopy(DAEMON_SECURITY_CONTEXT),
     }
     if maria.image.pullPolicy:
         container["imagePullPolicy"] = maria.image.pullPolicy
-    if maria.resources:
-        container["resources"] = maria.resources.model_dump(exclude_none=True)
     claim = volume_claim("data", maria.storage, labels(ctx, "database"))
+    pod: dict[str, Any] = {
+        "containers": [container],
+        "tolerations": [names.LOCK_TOLERATION],
+        "automountServiceAccountToken": False,
+        "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
+    }
+    account = _account(ctx, pod, "database")
     statefulset = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -456,14 +560,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
             "replicas": 1,
             "serviceName": name,
             "selector": {"matchLabels": selector(ctx, "database")},
-            "template": {
-                "metadata": {"labels": labels(ctx, "database")},
-                "spec": {
-                    "containers": [container],
-                    "tolerations": [names.LOCK_TOLERATION],
-                    "automountServiceAccountToken": False,
-                },
-            },
+            "template": {"metadata": {"labels": labels(ctx, "database")}, "spec": pod},
             "volumeClaimTemplates": [claim],
             "persistentVolumeClaimRetentionPolicy": {
                 "whenDeleted": "Retain",
@@ -471,7 +568,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
             },
         },
     }
-    return [statefulset, service(ctx, name, "database", [("mysql", 3306)])]
+    return [account, statefulset, service(ctx, name, "database", [("mysql", 3306)])]
 
 
 def moco_cluster(ctx: ClusterContext) -> dict[str, Any]:
@@ -506,6 +603,8 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
     name = names.rest(ctx.cluster)
     container = _container(ctx, "slurmrestd", opts, ["slurmrestd"], 6820)
     pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
+    _pod_security(pod)
+    account = _account(ctx, pod, "rest")
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -518,7 +617,11 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
             ),
         },
     }
-    return [deployment, service(ctx, name, "rest", [("slurmrestd", 6820)])]
+    return [
+        account,
+        deployment,
+        service(ctx, name, "rest", [("slurmrestd", 6820)]),
+    ]
 
 
 def login(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -550,6 +653,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     if sssd is not None:
         container["env"].append(dict(directory.LOGIN_ENV))
         directory.attach(pod, sssd, {"sshd"})
+    account = _account(ctx, pod, "login")
     template_annotations = {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
     if opts.s6:  # sshd listens once the oneshots are done: its TCP probe tells readiness
         s6.attach(pod, "sshd", names.login_s6_map(ctx.cluster), probe=False)
@@ -581,19 +685,40 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     pods_service = service(
         ctx, names.login_pods(ctx.cluster), "login", [("ssh", 22)], headless=True
     )
-    return [statefulset, svc, pods_service]
+    out = [account, statefulset, svc, pods_service]
+    if _login_budget(opts):
+        out.append(disruption_budget(ctx, name, "login", opts.podDisruptionBudget.maxUnavailable))
+    return out
 
 
 def desired_objects(ctx: ClusterContext, with_login: bool = True) -> list[dict[str, Any]]:
     """Every owned control-plane object, in apply order; ``with_login=False`` leaves the login
     objects out (their volumes do not merge: the running ones are left as they are)."""
+    slurmd = service_account(ctx.namespace, ctx.cluster, "slurmd", ctx.name, ctx.uid)
     return [
         *config_maps(ctx),
+        slurmd,
         *controller(ctx),
         *accounting(ctx),
         *rest(ctx),
         *(login(ctx) if with_login else []),
     ]
+
+
+def _login_budget(login: Any) -> bool:
+    """One login Pod gets no budget: maxUnavailable 1 would let every drain through anyway."""
+    return login.enabled and login.podDisruptionBudget.enabled and login.replicas > 1
+
+
+def disruption_budgets_off(ctx: ClusterContext) -> list[str]:
+    """Names of the cluster's PodDisruptionBudgets its spec does not ask for (switched off, or
+    login down to one replica): the reconcile deletes them if they exist."""
+    off = []
+    if not ctx.spec.controller.podDisruptionBudget.enabled:
+        off.append(names.controller(ctx.cluster))
+    if not _login_budget(ctx.spec.login):
+        off.append(names.login(ctx.cluster))
+    return off
 
 
 def slurmdbd_secret(ctx: ClusterContext) -> dict[str, Any] | None:

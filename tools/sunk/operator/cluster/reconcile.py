@@ -18,7 +18,12 @@ from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names, shared_volumes
 from sunk.operator.apply import create_once, ensure
 from sunk.operator.cluster import keyguard, keys
-from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
+from sunk.operator.cluster.objects import (
+    ClusterContext,
+    desired_objects,
+    disruption_budgets_off,
+    slurmdbd_secret,
+)
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.slurmconf import (
@@ -254,6 +259,13 @@ async def _reconcile_workloads(
             await ensure(kube, obj)
         except ApiError as exc:
             problems.append((obj["kind"], str(exc)))
+    for budget in disruption_budgets_off(ctx):
+        if budget == names.login(spec.clusterName) and login_problem:
+            continue  # the login objects are left as they run
+        try:
+            await remove_budget(kube, ns, budget, spec.clusterName)
+        except ApiError as exc:
+            problems.append(("PodDisruptionBudget", str(exc)))
 
     components = [("Controller", objects_of(objects, "controller"))]
     if spec.accounting.enabled:
@@ -288,6 +300,18 @@ async def _reconcile_workloads(
     if db_problem:
         await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, db_problem)
     return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
+
+
+async def remove_budget(kube: Kube, ns: str, name: str, cluster: str) -> None:
+    """Delete a PodDisruptionBudget the operator made for ``cluster`` and its spec no longer
+    asks for (nothing is pruned otherwise: without this, switching one off would not act)."""
+    path = path_for("policy/v1", "poddisruptionbudgets", ns, name)
+    live = await kube.get(path)
+    labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(names.LABEL_MANAGED_BY) == names.MANAGER and (
+        labels.get(names.LABEL_CLUSTER) == cluster
+    ):
+        await kube.delete(path)
 
 
 def objects_of(objects: list[dict[str, Any]], component: str) -> list[dict[str, Any]]:

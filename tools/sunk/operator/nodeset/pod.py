@@ -59,6 +59,7 @@ class PodContext:
     munge_resources: dict[str, Any] | None = None
     directory: DirectoryPod | None = None  # `directoryService`: the sssd sidecar
     compute_s6: Mapping[str, S6Service] = field(default_factory=dict)  # `compute.s6`
+    service_account: str = ""  # the cluster's slurmd ServiceAccount (a template's own wins)
 
     @property
     def hooked(self) -> bool:
@@ -249,6 +250,8 @@ def build_pod(
     # Jobs run here: no API token unless the NodeSet's template asks for one (the lock hook's
     # token is a projected volume of its own audience).
     spec.setdefault("automountServiceAccountToken", False)
+    if ctx.service_account:
+        spec.setdefault("serviceAccountName", ctx.service_account)
     spec.pop("nodeSelector", None)  # as in SUNK, node selection is the NodeSet's job
     return {
         "apiVersion": "v1",

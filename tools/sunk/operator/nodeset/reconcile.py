@@ -14,7 +14,9 @@ from pydantic import ValidationError
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.models.k8s import image_ref
-from sunk.operator import apply, conditions, directory, names, s6
+from sunk.operator import conditions, directory, names, s6
+from sunk.operator.apply import ensure
+from sunk.operator.cluster.objects import service_account
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset import removal
@@ -153,6 +155,7 @@ def pod_context(
         else None,
         directory=directory.for_cluster(cluster),
         compute_s6=cluster.compute.s6,
+        service_account=names.service_account(cluster.clusterName, "slurmd"),
     )
 
 
@@ -213,6 +216,15 @@ async def reconcile_nodeset(
     elif not deleting:
         await _set_finalizer(kube, body, True)
     ctx = pod_context(ns, cluster_obj["metadata"]["name"], cluster, spec, hook_url)
+    # The slurmd ServiceAccount, which the SlurmCluster's reconcile applies too: a Pod naming
+    # one that does not exist yet is refused, and this NodeSet may come first.
+    cluster_meta = cluster_obj["metadata"]
+    await ensure(
+        kube,
+        service_account(
+            ns, cluster.clusterName, "slurmd", cluster_meta["name"], cluster_meta["uid"]
+        ),
+    )
     nodes = await kube.list(path_for("v1", "nodes"))
     pods = await kube.list(path_for("v1", "pods", ns), f"{names.LABEL_NODESET}={name}")
     pods = [
@@ -266,7 +278,7 @@ async def reconcile_nodeset(
                 await _forget(link, pod["metadata"]["name"])
     services = s6_services(nodeset, ctx)
     if services and creatable:  # the Pods read it when they start
-        await apply.ensure(
+        await ensure(
             kube,
             s6.config_map(
                 names.nodeset_s6_map(name),
