@@ -19,12 +19,8 @@ import pytest
 import yaml
 
 from sunk.devenv.paths import tool_path
-from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
-from sunk.operator.cluster.objects import ClusterContext, desired_objects, slurmdbd_secret
-from sunk.operator.nodeset.pod import build_pod
-from sunk.operator.nodeset.reconcile import pod_context
-from sunk.slurmconf import ClusterInputs, Endpoints, NodeSetInput, render_all
-from tests.chart.conftest import EXAMPLES
+from sunk.operator.cluster.objects import desired_objects, slurmdbd_secret
+from tests.chart.conftest import EXAMPLES, operator_view
 
 SKIPS = Path(__file__).with_name("checkov-skips.yaml")
 NS = "tenant-slurm"
@@ -32,27 +28,13 @@ NS = "tenant-slurm"
 
 def operator_objects(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the operator builds from one rendered `slurm` chart: its control-plane objects and
-    a slurmd Pod of each NodeSet (as tests/chart/validate/test_sunk_documented.py builds them)."""
-    (cluster,) = [d for d in docs if d["kind"] == "SlurmCluster"]
-    spec = SlurmClusterSpec.model_validate(cluster["spec"])
-    nodesets = [
-        NodeSetInput(d["metadata"]["name"], NodeSetSpec.model_validate(d["spec"]))
-        for d in docs
-        if d["kind"] == "NodeSet"
-    ]
-    rendered = render_all(
-        ClusterInputs(spec, tuple(nodesets), Endpoints.for_cluster(spec, NS), db_password="pw")
-    )
-    name = cluster["metadata"]["name"]
-    ctx = ClusterContext(name, NS, "uid", spec, rendered, "munge", "jwt", None)
-    built = desired_objects(ctx)
-    dbd = slurmdbd_secret(ctx)
+    a slurmd Pod of each NodeSet."""
+    view = operator_view(docs, NS)
+    built = desired_objects(view.ctx)
+    dbd = slurmdbd_secret(view.ctx)
     if dbd is not None:
         built.append(dbd)
-    for ns in nodesets:
-        owner = {"metadata": {"name": ns.name, "uid": "uid"}}
-        ctx_pod = pod_context(NS, name, spec, ns.spec)
-        built.append(build_pod(ns, owner, ctx_pod, "node-1", f"{ns.name}-000-001", {}))
+    built += [view.slurmd_pod(ns) for ns in view.nodesets]
     return built
 
 

@@ -148,40 +148,35 @@ def _generate(git: GitServer, server: str) -> None:
         shutil.copytree(REPO / "charts" / chart, git.path / "charts" / chart)
     (git.path / "clusters").mkdir()
     (git.path / VALUES_PATH).write_text(yaml.safe_dump(VALUES, sort_keys=False))
+    argocd_gen(git, "argocd", server, "--self-heal", "--ignore-replicas", "--cluster-secret",
+               "--app-project")  # fmt: skip
+
+
+def argocd_gen(
+    git: GitServer,
+    out: str,
+    server: str,
+    *extra: str,
+    cluster: str = CLUSTER,
+    values: str = VALUES_PATH,
+) -> Path:
+    """`sunkctl argocd gen` in the repository for one values file, Applications auto-synced to
+    the test control plane; ``extra`` options on top. Returns the bundle's directory."""
     sunkctl = Path(sys.executable).with_name("sunkctl")
     proc = subprocess.run(
         [
-            str(sunkctl),
-            "argocd",
-            "gen",
-            "--repo",
-            git.url,
-            "--revision",
-            "main",
-            "--cluster",
-            CLUSTER,
-            "-f",
-            VALUES_PATH,
-            "--out",
-            "argocd",
-            "--no-cert-manager",
-            "--no-moco",
-            "--auto-sync",
-            "--self-heal",
-            "--ignore-replicas",
-            "--destination-server",
-            server,
-            "--root-destination-server",
-            server,
-            "--cluster-secret",
-            "--app-project",
+            str(sunkctl), "argocd", "gen", "--repo", git.url, "--revision", "main",
+            "--cluster", cluster, "-f", values, "--out", out,
+            "--no-cert-manager", "--no-moco", "--auto-sync",
+            "--destination-server", server, "--root-destination-server", server, *extra,
         ],
         cwd=git.path,
         capture_output=True,
         text=True,
         check=False,
-    )
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    return git.path / out
 
 
 def _load(git: GitServer, name: str) -> dict:

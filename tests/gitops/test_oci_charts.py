@@ -20,7 +20,6 @@ import shutil
 import signal
 import ssl
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 import yaml
 
 from sunk.devenv.controlplane import free_port, wait_for
-from tests.gitops.conftest import GitOps
+from tests.gitops.conftest import GitOps, argocd_gen
 
 GROUP = "sunk.coreweave.com"
 
@@ -107,40 +106,16 @@ def _answers(port: int) -> bool:
 def _generate(deployed: GitOps, registry: str) -> Path:
     git = deployed.git
     (git.path / VALUES_PATH).write_text(yaml.safe_dump(VALUES, sort_keys=False))
-    sunkctl = Path(sys.executable).with_name("sunkctl")
-    server = deployed.cp.server
-    proc = subprocess.run(
-        [
-            str(sunkctl),
-            "argocd",
-            "gen",
-            "--repo",
-            git.url,
-            "--revision",
-            "main",
-            "--cluster",
-            CLUSTER,
-            "-f",
-            VALUES_PATH,
-            "--out",
-            "argocd-oci",
-            "--no-cert-manager",
-            "--no-moco",
-            "--destination-server",
-            server,
-            "--root-destination-server",
-            server,
-            "--chart-registry",
-            f"oci://{registry}/charts",
-            "--auto-sync",
-        ],
-        cwd=git.path,
-        capture_output=True,
-        text=True,
-        check=False,
+    registry_url = f"oci://{registry}/charts"
+    return argocd_gen(
+        git,
+        "argocd-oci",
+        deployed.cp.server,
+        "--chart-registry",
+        registry_url,
+        cluster=CLUSTER,
+        values=VALUES_PATH,
     )
-    assert proc.returncode == 0, proc.stderr
-    return git.path / "argocd-oci"
 
 
 def _load(path: Path) -> dict:

@@ -17,12 +17,9 @@ from typer.testing import CliRunner
 
 from sunk.cli.main import app
 from sunk.models import not_acted_on
-from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
-from sunk.operator.cluster.objects import ClusterContext, desired_objects
-from sunk.operator.nodeset.pod import build_pod
-from sunk.operator.nodeset.reconcile import pod_context
+from sunk.operator.cluster.objects import desired_objects
 from sunk.scheduler.loop import scheduler_options
-from sunk.slurmconf import ClusterInputs, Endpoints, NodeSetInput, render_all
+from tests.chart.conftest import operator_view
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sunk-documented.yaml"
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sunk-compat.yaml"
@@ -106,33 +103,15 @@ def _built(objects, tmp_path: Path, values: dict[str, Any]) -> str:
     registrations, and the Syncer's settings."""
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
-    docs = objects("slurm", path)
-    (cluster,) = [d for d in docs if d["kind"] == "SlurmCluster"]
-    spec = SlurmClusterSpec.model_validate(cluster["spec"])
-    nodesets = [
-        NodeSetInput(d["metadata"]["name"], NodeSetSpec.model_validate(d["spec"]))
-        for d in docs
-        if d["kind"] == "NodeSet"
-    ]
-    rendered = render_all(
-        ClusterInputs(spec, tuple(nodesets), Endpoints.for_cluster(spec, "ns"), db_password="pw")
-    )
-    name = cluster["metadata"]["name"]
-    ctx = ClusterContext(name, "ns", "u", spec, rendered, "m", "j", None)
+    view = operator_view(objects("slurm", path), "ns")
+    spec, rendered = view.ctx.spec, view.ctx.rendered
     pods = {
         ns.name: (
             # what the operator plans with: how many Pods, how many replaced at once
             (ns.spec.replicas, ns.spec.maxUnavailable, ns.spec.updateStrategy.type),
-            build_pod(
-                ns,
-                {"metadata": {"name": ns.name, "uid": "u"}},
-                pod_context("ns", name, spec, ns.spec),
-                "n",
-                f"{ns.name}-000-001",
-                {},
-            ),
+            view.slurmd_pod(ns),
         )
-        for ns in nodesets
+        for ns in view.nodesets
     }
     built = {
         # what the operator runs the cluster's Syncer with (operator/runtime.py, the removal
@@ -140,7 +119,7 @@ def _built(objects, tmp_path: Path, values: dict[str, Any]) -> str:
         "syncer": spec.syncer.model_dump(),
         # and its Pod Scheduler with, when it runs one (it too has no object of its own)
         "scheduler": scheduler_options(spec, "ns") if spec.schedules() else None,
-        "objects": desired_objects(ctx),
+        "objects": desired_objects(view.ctx),
         "pods": pods,
         "files": rendered.files,
         "registrations": rendered.registrations,
