@@ -15,7 +15,12 @@ from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import PersistentStorage, image_ref
 from sunk.operator import directory, names, s6, shared_volumes
 from sunk.operator.hashing import stable_hash
-from sunk.operator.nodeset.pod import MUNGE_SOCKET, munge_sidecar, munge_volumes
+from sunk.operator.nodeset.pod import (
+    MUNGE_SOCKET,
+    ROOT_THEN_USER_SECURITY_CONTEXT,
+    munge_sidecar,
+    munge_volumes,
+)
 from sunk.slurmconf import Endpoints, Rendered
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
@@ -32,12 +37,16 @@ SSHD_SECURITY_CONTEXT = {
 }
 
 
-# The control-plane daemons (slurmctld, slurmdbd, slurmrestd, the reconfigure loop) and MariaDB
-# start as root, own their directories, then setpriv (or mariadbd --user) to their user: no
-# setuid binary on the way, so no privilege escalation is needed. The images tier runs the same
-# entrypoints under Docker's default seccomp profile. Capabilities and a read-only root stay
-# as the image has them (tests/chart/checkov-skips.yaml says why).
-DAEMON_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False}
+# The control-plane daemons (slurmctld, slurmdbd, slurmrestd) and MariaDB start as root, own
+# their directories, then setpriv (or mariadbd --user) to their user: no setuid binary on the
+# way, so no privilege escalation, and only ROOT_THEN_USER_SECURITY_CONTEXT's capabilities (the
+# e2e tier runs them so on real nodes). The reconfigure loop runs scontrol as root and needs
+# none. The images tier runs the same entrypoints under Docker's default seccomp profile.
+DAEMON_SECURITY_CONTEXT = ROOT_THEN_USER_SECURITY_CONTEXT
+RECONFIGURE_SECURITY_CONTEXT = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
 # Requests (never limits: see checkov-skips.yaml) of a component whose `resources` is unset.
 DEFAULT_REQUESTS = {
@@ -291,7 +300,7 @@ def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
         "requests": {"cpu": "5m", "memory": "16Mi"},
         "limits": {"memory": "64Mi"},
     }
-    container["securityContext"] = copy.deepcopy(DAEMON_SECURITY_CONTEXT)
+    container["securityContext"] = copy.deepcopy(RECONFIGURE_SECURITY_CONTEXT)
     return container
 
 

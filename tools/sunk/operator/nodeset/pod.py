@@ -17,9 +17,12 @@ from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 
 MUNGE_SOCKET = "/run/munge"
 MUNGE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
-# The munge sidecar installs the key for the munge user (owner, mode) and drops to that user:
-# nothing more.
-MUNGE_SECURITY_CONTEXT = {
+# What an entrypoint that starts as root, owns its directories and keys, then drops to its own
+# user (setpriv, munged's or mariadbd's --user) needs, and nothing more: chown its directories
+# and key copies (CHOWN), write and chmod them once they belong to that user (DAC_OVERRIDE,
+# FOWNER), switch user and groups (SETUID, SETGID). The munge sidecar and the control-plane
+# daemons (sunk.operator.cluster.objects) run with it.
+ROOT_THEN_USER_SECURITY_CONTEXT = {
     "allowPrivilegeEscalation": False,
     "capabilities": {
         "drop": ["ALL"],
@@ -83,7 +86,7 @@ def munge_sidecar(image: str, resources: dict[str, Any] | None) -> dict[str, Any
             {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
         ],
         "resources": munge_resources(resources),
-        "securityContext": copy.deepcopy(MUNGE_SECURITY_CONTEXT),
+        "securityContext": copy.deepcopy(ROOT_THEN_USER_SECURITY_CONTEXT),
     }
 
 
