@@ -164,17 +164,6 @@ def test_colliding_pod_names_are_reported():
     assert "already taken by Node a" in result.conflicts["b"]
 
 
-@pytest.mark.parametrize("address", ["10.0.0.300", "fe80::1", "", "10.0.0"])
-def test_a_node_whose_address_names_no_pod_is_left_out_not_an_error(address):
-    nodes = [node("a", "10.1.0.1"), node("bad", address)]
-    result = plan(nodeset(), OWNER, CTX, nodes, [])
-    assert [p["spec"]["hostname"] for p in result.create] == ["gpu-000-001"]
-    if address.count(".") == 3:  # looks like IPv4: a NodeConflict condition says why
-        assert "'10.0.0.300' is not an IPv4 address" in result.conflicts["bad"]
-    else:  # no IPv4 InternalIP at all: infeasible
-        assert "bad" not in result.conflicts
-
-
 def test_infeasible_node_loses_its_pod():
     ns = nodeset(affinity=required("pool", "gpu"))
     good = node("n0", "10.1.0.1", {"pool": "gpu"})

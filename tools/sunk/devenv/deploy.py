@@ -157,6 +157,8 @@ class SlurmDeployment:
     def slurm_node(self, name: str) -> tuple[str, str]:
         """(state, reason) of a Slurm node as sinfo shows them, e.g. ("drained", "k8s: …")."""
         out = self.login("sinfo", "--noheader", "--Node", f"--nodes={name}", "--format=%T|%E")
+        if not out.strip():  # not registered (yet): `wait` polls on
+            raise KeyError(f"Slurm has no node {name}")
         # one line per partition the node is in, all alike
         state, _, reason = out.strip().splitlines()[0].partition("|")
         return state, reason

@@ -163,11 +163,7 @@ def plan(
         if owner_label and not stale and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
             result.claimed_elsewhere[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
             continue
-        try:
-            name = pod_name(nodeset.prefix, internal_ip(node) or "")
-        except ValueError as exc:  # a NodeConflict condition and Event, not a retry loop
-            result.conflicts[node_name] = f"no Pod name from its InternalIP: {exc}"
-            continue
+        name = pod_name(nodeset.prefix, internal_ip(node) or "")
         if name in taken_names:
             result.conflicts[node_name] = (
                 f"pod name {name} already taken by Node "
