@@ -17,7 +17,8 @@ from functools import cache
 from typing import Any
 
 from sunk.errors import ToolError
-from sunk.validate.findings import K8S, Finding, Severity
+from sunk.validate.findings import Finding
+from sunk.validate.k8s_step import object_finding, resource_of
 from sunk.validate.paths import dotted
 
 Path = tuple[str | int, ...]
@@ -92,21 +93,8 @@ def check_objects(objects: list[dict[str, Any]], display: str) -> list[Finding]:
         schema = schemas.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
         if schema is None:
             continue
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        name = str(meta.get("name", ""))
-        resource = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name}
+        resource = resource_of(obj)
         for refusal in refusals(schema, obj):
-            key = dotted(refusal.path)
-            findings.append(
-                Finding(
-                    K8S,
-                    Severity.ERROR,
-                    f"{obj['kind']}/{name} {key}: {refusal.message} (a CEL rule of the CRD: "
-                    "the API server would refuse it)",
-                    display,
-                    key_path=key or None,
-                    resource=resource,
-                    hint=None,
-                )
-            )
+            message = f"{refusal.message} (a CEL rule of the CRD: the API server would refuse it)"
+            findings.append(object_finding(resource, dotted(refusal.path), message, display))
     return findings

@@ -96,7 +96,8 @@ def crd_schema_file(kind: str, api_version: str, dirs: tuple[Path, ...] = ()) ->
     return None
 
 
-def _resource(obj: dict[str, Any]) -> dict[str, str]:
+def resource_of(obj: dict[str, Any]) -> dict[str, str]:
+    """apiVersion, kind, name (and namespace) of a rendered object, for a finding."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     out = {
         "apiVersion": str(obj.get("apiVersion", "")),
@@ -116,7 +117,11 @@ def _dotted_pointer(pointer: str) -> str:
 
 
 def _finding(obj_res: dict[str, str], pointer: str, message: str, display: str) -> Finding:
-    key = _dotted_pointer(pointer)
+    return object_finding(obj_res, _dotted_pointer(pointer), message, display)
+
+
+def object_finding(obj_res: dict[str, str], key: str, message: str, display: str) -> Finding:
+    """A K8S error about field ``key`` (dotted) of a rendered object."""
     where = f" {key}:" if key else ":"
     return Finding(
         K8S,
@@ -220,7 +225,7 @@ def run_kubeconform(
             continue
         obj = by_key.get((item.get("kind"), str(item.get("name"))), {})
         res = (
-            _resource(obj)
+            resource_of(obj)
             if obj
             else {
                 "apiVersion": str(item.get("version", "")),
@@ -292,7 +297,7 @@ def run_python(
 ) -> list[Finding]:
     findings = []
     for obj in objects:
-        res = _resource(obj)
+        res = resource_of(obj)
         validator = _validator(res["kind"], res["apiVersion"], version, dirs)
         if validator is None:
             findings.append(_missing(res, version, display))

@@ -14,6 +14,7 @@ from sunk.chartio.manifests import RenderedRelease
 from sunk.slurmconf import RenderError, render_all
 from sunk.validate import cel_step
 from sunk.validate.findings import RENDER, Finding, Severity
+from sunk.validate.paths import dotted
 
 # Renderer warnings that a rule already reports with a position (SUNK012).
 _COVERED = ("slurmConfig.",)
@@ -91,8 +92,7 @@ def _slurm(
         if cel_reported:
             return []
         message = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or exc.title}: {e['msg']}"
-            for e in exc.errors()[:3]
+            f"{dotted(e['loc']) or exc.title}: {e['msg']}" for e in exc.errors()[:3]
         )
         return [
             Finding(
