@@ -42,7 +42,6 @@ SSHD_SECURITY_CONTEXT = {
 # way, so no privilege escalation, and only ROOT_THEN_USER_SECURITY_CONTEXT's capabilities (the
 # e2e tier runs them so on real nodes). The reconfigure loop runs scontrol as root and needs
 # none. The images tier runs the same entrypoints under Docker's default seccomp profile.
-DAEMON_SECURITY_CONTEXT = ROOT_THEN_USER_SECURITY_CONTEXT
 RECONFIGURE_SECURITY_CONTEXT = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
@@ -247,8 +246,15 @@ def _pod_security(spec: dict[str, Any], fs_group: int | None = None) -> None:
 
 
 def _container(
-    ctx: ClusterContext, name: str, opts: Any, args: list[str], port: int | None = None
+    ctx: ClusterContext,
+    name: str,
+    opts: Any,
+    args: list[str],
+    port: int | None = None,
+    security: dict[str, Any] = ROOT_THEN_USER_SECURITY_CONTEXT,
 ) -> dict[str, Any]:
+    """A Slurm daemon's container; ``security`` is its securityContext unless the component's
+    `securityContext` replaces it."""
     container: dict[str, Any] = {
         "name": name,
         "image": image_ref(opts.image, ctx.spec.global_.imageRegistry),
@@ -266,10 +272,7 @@ def _container(
     if opts.image.pullPolicy:
         container["imagePullPolicy"] = opts.image.pullPolicy
     container["resources"] = _resources(name, opts.resources)
-    if opts.securityContext:
-        container["securityContext"] = opts.securityContext
-    elif name != "sshd":  # the login's is SSHD_SECURITY_CONTEXT
-        container["securityContext"] = copy.deepcopy(DAEMON_SECURITY_CONTEXT)
+    container["securityContext"] = opts.securityContext or copy.deepcopy(security)
     if port:
         container["ports"] = [{"name": name, "containerPort": port}]
         container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 10}
@@ -293,9 +296,8 @@ done
 
 
 def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
-    container = _container(
-        ctx, "reconfigure", ctx.spec.controller, ["/bin/sh", "-c", RECONFIGURE_LOOP]
-    )
+    loop = ["/bin/sh", "-c", RECONFIGURE_LOOP]
+    container = _container(ctx, "reconfigure", ctx.spec.controller, loop)
     container["resources"] = {
         "requests": {"cpu": "5m", "memory": "16Mi"},
         "limits": {"memory": "64Mi"},
@@ -549,7 +551,7 @@ def database(ctx: ClusterContext) -> list[dict[str, Any]]:
         "readinessProbe": {"tcpSocket": {"port": 3306}, "periodSeconds": 10},
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
         "resources": _resources("mariadb", maria.resources),
-        "securityContext": copy.deepcopy(DAEMON_SECURITY_CONTEXT),
+        "securityContext": copy.deepcopy(ROOT_THEN_USER_SECURITY_CONTEXT),
     }
     if maria.image.pullPolicy:
         container["imagePullPolicy"] = maria.image.pullPolicy
@@ -644,7 +646,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
     if shared.problems:
         raise shared_volumes.VolumeConfigError(shared.problems)
     name = names.login(ctx.cluster)
-    container = _container(ctx, "sshd", opts, ["sshd"], 22)
+    container = _container(ctx, "sshd", opts, ["sshd"], 22, SSHD_SECURITY_CONTEXT)
     container["volumeMounts"].append(
         {"name": "host-keys", "mountPath": "/etc/ssh/host-keys-secret", "readOnly": True}
     )
@@ -656,7 +658,6 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
         },
         *shared.volumes,
     ]
-    container.setdefault("securityContext", copy.deepcopy(SSHD_SECURITY_CONTEXT))
     pod = _pod_spec(ctx, opts, [container], volumes)
     sssd = directory.for_cluster(ctx.spec)
     if sssd is not None:

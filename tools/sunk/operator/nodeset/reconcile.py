@@ -216,15 +216,6 @@ async def reconcile_nodeset(
     elif not deleting:
         await _set_finalizer(kube, body, True)
     ctx = pod_context(ns, cluster_obj["metadata"]["name"], cluster, spec, hook_url)
-    # The slurmd ServiceAccount, which the SlurmCluster's reconcile applies too: a Pod naming
-    # one that does not exist yet is refused, and this NodeSet may come first.
-    cluster_meta = cluster_obj["metadata"]
-    await ensure(
-        kube,
-        service_account(
-            ns, cluster.clusterName, "slurmd", cluster_meta["name"], cluster_meta["uid"]
-        ),
-    )
     nodes = await kube.list(path_for("v1", "nodes"))
     pods = await kube.list(path_for("v1", "pods", ns), f"{names.LABEL_NODESET}={name}")
     pods = [
@@ -276,18 +267,8 @@ async def reconcile_nodeset(
         for pod in creatable:
             if pod["metadata"]["name"] in view:
                 await _forget(link, pod["metadata"]["name"])
-    services = s6_services(nodeset, ctx)
-    if services and creatable:  # the Pods read it when they start
-        await ensure(
-            kube,
-            s6.config_map(
-                names.nodeset_s6_map(name),
-                ns,
-                services,
-                {names.LABEL_NODESET: name, names.LABEL_CLUSTER: cluster.clusterName},
-                [owner_reference("NodeSet", body)],
-            ),
-        )
+    if creatable:
+        await _pod_prerequisites(kube, body, cluster_obj, nodeset, ctx)
     await _bounded([_create_pod(kube, p) for p in creatable])
     wanted = {pod: "NodeSet deleted" if deleting else why for pod, why in result.delete}
     grace = cluster.syncer.removalGracePeriodSeconds
@@ -301,6 +282,27 @@ async def reconcile_nodeset(
     if result.invalid is not None:
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, result.invalid)
     return await _write_status(kube, body, result.status, _conditions(result, steps, grace))
+
+
+async def _pod_prerequisites(
+    kube: Kube,
+    body: dict[str, Any],
+    cluster_obj: dict[str, Any],
+    nodeset: NodeSetInput,
+    ctx: PodContext,
+) -> None:
+    """What new slurmd Pods need to exist first, applied only when there are Pods to create:
+    the slurmd ServiceAccount (the SlurmCluster's reconcile applies it too, but this NodeSet
+    may come first, and the API server refuses a Pod naming a missing account) and the s6
+    services' ConfigMap, which the Pods read when they start."""
+    cluster, meta = ctx.cluster, cluster_obj["metadata"]
+    await ensure(kube, service_account(ctx.namespace, cluster, "slurmd", meta["name"], meta["uid"]))
+    services = s6_services(nodeset, ctx)
+    if services:
+        labels = {names.LABEL_NODESET: nodeset.name, names.LABEL_CLUSTER: cluster}
+        owners = [owner_reference("NodeSet", body)]
+        name = names.nodeset_s6_map(nodeset.name)
+        await ensure(kube, s6.config_map(name, ctx.namespace, services, labels, owners))
 
 
 def _nodeset_lists(namespaces: tuple[str, ...]) -> list[str]:
