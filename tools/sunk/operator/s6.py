@@ -9,6 +9,7 @@ checked by the models (and the CRDs' CEL rule): they are file names in the conta
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,4 +83,4 @@ def attach(spec: dict[str, Any], container: str, config_map_name: str, probe: bo
             {"name": VOLUME, "mountPath": MOUNT, "readOnly": True},
         ]
         if probe:
-            c.setdefault("readinessProbe", dict(READY_PROBE))
+            c.setdefault("readinessProbe", copy.deepcopy(READY_PROBE))
