@@ -4,6 +4,8 @@ shares — one error line, `-o` an enum, exit codes, no tracebacks."""
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 
 import pytest
 import typer
@@ -294,9 +296,29 @@ def test_list_rules_json_is_the_rule_table():
             "summary": rule.summary,
             "hint": rule.hint,
             "charts": list(rule.charts),
+            "explanation": rule.doc.explanation,
+            "failingExample": rule.doc.fails,
+            "failingAlso": list(rule.doc.also),
+            "passingExample": rule.doc.passes,
         }
+        assert entry["explanation"] and entry["failingExample"] and entry["passingExample"]
     text = invoke("validate", "--list-rules").stdout
     assert [line.split()[0] for line in text.splitlines() if line[:1].strip()] == sorted(rules)
+
+
+def test_list_rules_text_prints_each_docstring_under_its_rule():
+    text = invoke("validate", "--list-rules").stdout
+    blocks = dict(
+        (block.split()[0], block) for block in re.split(r"\n(?=SUNK)", text) if block.strip()
+    )
+    for rule in all_rules():
+        block = blocks[rule.id]
+        doc = rule.doc
+        assert " ".join(block.split()).find(doc.explanation) > 0, rule.id
+        fails = block.index(f"\n    {doc.fails_heading}\n")
+        passes = block.index("\n    Passes:\n")
+        assert block[fails:passes].rstrip().endswith(textwrap.indent(doc.fails, " " * 8))
+        assert block[passes:].rstrip().endswith(textwrap.indent(doc.passes, " " * 8))
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,10 @@ from __future__ import annotations
 import pytest
 
 from sunk.validate.rules import all_rules
-from sunk.validate.rules.builtin import _key_compatible, slurm_conf_keys
-from sunk.validate.rules.context import RuleContext, run_rules
+from sunk.validate.rules.catalog import run_rules
+from sunk.validate.rules.context import RuleContext
+from sunk.validate.rules.node_groups import _key_compatible
+from sunk.validate.rules.slurm_settings import slurm_conf_keys
 from tests.unit.validate.conftest import at, ids
 
 

@@ -15,7 +15,13 @@ from sunk.errors import UsageError
 from sunk.validate import Options
 from sunk.validate import validate as run_validate
 from sunk.validate.engine import baseline_entries, load_baseline
-from sunk.validate.reporters import FORMATS, RENDERERS, render_rules_json, render_text
+from sunk.validate.reporters import (
+    FORMATS,
+    RENDERERS,
+    render_rules_json,
+    render_rules_text,
+    render_text,
+)
 from sunk.validate.rules import all_rules
 
 # -o/--output: the report formats (sunk.validate.reporters.FORMATS), as a choice Click checks.
@@ -41,13 +47,8 @@ HELP = "\n\n".join(
 
 def _list_rules(output: Format) -> None:
     rules = all_rules()
-    if output == "json":
-        typer.echo(render_rules_json(rules), nl=False)
-        return
-    width = max(len(rule.name) for rule in rules)
-    for rule in rules:
-        typer.echo(f"{rule.id}  {rule.name:<{width}}  {rule.severity!s:<7}  {rule.summary}")
-        typer.echo(f"{'':7}  {'':<{width}}  {'':7}  fix: {rule.hint}")
+    render = render_rules_json if output == "json" else render_rules_text
+    typer.echo(render(rules), nl=False)
 
 
 def validate(
@@ -107,7 +108,9 @@ def validate(
         help="Files validated at once, each in a process of its own (default 0: one per CPU).",
     ),
     helm: str | None = helm_option(),
-    list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule table and exit."),
+    list_rules: bool = typer.Option(
+        False, "--list-rules", help="Print every rule with its explanation and examples, and exit."
+    ),
     traceback: bool = typer.Option(False, "--traceback", help="Show tracebacks of crashes."),
 ) -> None:
     """Validate values files: YAML, schema, SUNK rules, helm template, rendered objects."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sunk.chartio.helm import HelmError, Release, template
+from sunk.chartio.helm import HelmError, Release, chart_path, template
 from sunk.chartio.manifests import RenderedRelease
 from sunk.slurmconf import RenderError, render_all
 from sunk.validate import cel_step
@@ -28,6 +29,31 @@ class Rendered:
     text: str = ""
     objects: list[dict[str, Any]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+
+
+# helm's `fail`: "execution error at (slurm/templates/x.yaml:3:20): compute.nodes.cpu: ..."
+# (older helm: "template: slurm/templates/x.yaml:3:20: executing ... error calling fail: ...").
+_HELM_AT = re.compile(r"(?:execution error at \(|template: )([^\s():]+):(\d+):(\d+)")
+# Our charts' `fail` messages start with the values key at fault.
+_KEY_FIRST = re.compile(r"(?:\): |error calling fail: )([A-Za-z][\w-]*(?:(?:\.[\w-]+)|\[\d+\])*): ")
+
+
+def helm_failure(message: str, chart_dir: Path, display: str) -> Finding:
+    """A failed `helm template` as a finding placed at the values key its message names
+    (``key_path``; the engine finds its line), else at the chart template and line helm gives."""
+    text = f"helm template failed: {_first_lines(message)}"
+    key = _KEY_FIRST.search(message)
+    if key:
+        return Finding(RENDER, Severity.ERROR, text, display, key_path=key.group(1))
+    at = _HELM_AT.search(message)
+    if at:
+        # helm names templates from the chart's own name: <chart>/templates/…
+        relative = Path(*Path(at.group(1)).parts[1:])
+        return Finding(
+            RENDER, Severity.ERROR, text, str(chart_dir / relative), int(at.group(2)),
+            int(at.group(3)),
+        )  # fmt: skip
+    return Finding(RENDER, Severity.ERROR, text, display)
 
 
 def _first_lines(text: str, limit: int = 6) -> str:
@@ -49,11 +75,8 @@ def render(
     except HelmError as exc:
         if exc.missing:  # no helm to run: a ToolError (exit 3), not a finding
             raise
-        out.findings.append(
-            Finding(
-                RENDER, Severity.ERROR, f"helm template failed: {_first_lines(str(exc))}", display
-            )
-        )
+        chart_dir = release.path or chart_path(release.chart)
+        out.findings.append(helm_failure(str(exc), chart_dir, display))
         return out
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -48,9 +48,16 @@ def candidates(resource: dict[str, str], path: Path, values: dict[str, Any]) -> 
 
 
 def place(finding: Finding, coalesced: Coalesced) -> Finding:
-    """The finding with the values position of its object field, when it has none."""
-    if finding.line is not None or finding.resource is None or not finding.key_path:
+    """The finding with the values position of its object field, when it has none. A finding
+    about no object (a chart template's `fail`) names a values key itself: its line, or the
+    line of its nearest set ancestor."""
+    if finding.line is not None or not finding.key_path:
         return finding
+    if finding.resource is None:
+        file, line, column = coalesced.locate(undotted(finding.key_path))
+        if line is None:
+            return finding
+        return dataclasses.replace(finding, file=file, line=line, column=column)
     options = candidates(finding.resource, undotted(finding.key_path), coalesced.values)
     if not options:
         return finding

@@ -7,8 +7,9 @@ handed in by the CLI (the library itself never prints).
 from __future__ import annotations
 
 from sunk.validate.reporters.github import render_github
-from sunk.validate.reporters.json_report import render_json, render_rules_json
+from sunk.validate.reporters.json_report import render_json
 from sunk.validate.reporters.junit import render_junit
+from sunk.validate.reporters.rule_table import render_rules_json, render_rules_text
 from sunk.validate.reporters.sarif import render_sarif
 from sunk.validate.reporters.text import render_text
 
@@ -20,4 +21,4 @@ RENDERERS = {
     "github": render_github,
 }
 
-__all__ = ["FORMATS", "RENDERERS", "render_rules_json", "render_text"]
+__all__ = ["FORMATS", "RENDERERS", "render_rules_json", "render_rules_text", "render_text"]

@@ -4,7 +4,6 @@ import json
 
 from sunk.validate.findings import Report
 from sunk.validate.reporters.common import TOOL, ordered
-from sunk.validate.rules.registry import Rule
 
 
 def render_json(report: Report) -> str:
@@ -21,24 +20,4 @@ def render_json(report: Report) -> str:
     }
     if report.chart_source:
         data["chartSource"] = report.chart_source
-    return json.dumps(data, indent=2) + "\n"
-
-
-def render_rules_json(rules: list[Rule]) -> str:
-    """The rule table (`validate --list-rules -o json`)."""
-    data = {
-        "schemaVersion": 1,
-        "tool": TOOL,
-        "rules": [
-            {
-                "id": r.id,
-                "name": r.name,
-                "severity": str(r.severity),
-                "summary": r.summary,
-                "hint": r.hint,
-                "charts": list(r.charts),
-            }
-            for r in rules
-        ],
-    }
     return json.dumps(data, indent=2) + "\n"

@@ -7,8 +7,6 @@ from typing import Any
 
 from sunk.models.merge import deep_merge
 from sunk.validate.coalesce import Coalesced
-from sunk.validate.findings import Finding
-from sunk.validate.rules.registry import Rule, all_rules
 
 
 def get(data: Any, *keys: Any, default: Any = None) -> Any:
@@ -23,6 +21,11 @@ def get(data: Any, *keys: Any, default: Any = None) -> Any:
         if data is None:
             return default
     return data
+
+
+# The key paths most rules start from.
+NODES = ("compute", "nodes")
+PARTS = ("compute", "partitions")
 
 
 def as_map(value: Any) -> dict[str, Any]:
@@ -84,15 +87,4 @@ class RuleContext:
         return candidates[-1]
 
 
-def run_rules(ctx: RuleContext, rules: list[Rule] | None = None) -> list[tuple[Rule, Any]]:
-    """(rule, hit) pairs; a rule that crashes on malformed input propagates (engine decides)."""
-    out = []
-    for item in rules if rules is not None else all_rules():
-        if ctx.chart not in item.charts:
-            continue
-        for hit in item.check(ctx):
-            out.append((item, hit))
-    return out
-
-
-__all__ = ["Finding", "RuleContext", "as_list", "as_map", "get", "run_rules"]
+__all__ = ["NODES", "PARTS", "RuleContext", "as_list", "as_map", "get"]

@@ -37,6 +37,20 @@ def _chart_default(ctx: RuleContext, path: tuple[str, ...]) -> Any:
     charts=("slurm", "sunk"),
 )
 def not_acted_on_keys(ctx: RuleContext) -> Iterator[Hit]:
+    """Some keys are accepted so that SUNK values files validate, but nothing acts on them yet (the
+    keys and reasons: `sunk.models.not_acted_on.TABLE`, listed in the root README under
+    "Accepted, not acted on yet"). The rule warns when a values file or `--set` (not the chart's
+    own values.yaml) sets one to something other than its chart default and other than empty
+    (null, `{}`, `[]`, `""`), so a setting that changes nothing does not pass unnoticed.
+
+    Fails:
+        compute:
+          pyxis: {enabled: true, mountHome: false}
+
+    Passes:
+        compute:
+          pyxis: {enabled: true, mountHome: true}
+    """
     seen: set[tuple[str, ...]] = set()
     for entry in not_acted_on.entries(ctx.chart):
         for path, value in not_acted_on.expand(ctx.values, entry.path):

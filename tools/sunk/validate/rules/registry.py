@@ -1,4 +1,7 @@
-"""The rule table: stable IDs, names, severities and hints; one small pure function each."""
+"""The rule table: stable IDs, names, severities and hints; one small pure function each.
+
+Rule modules import this one to register their rules; this module imports none of them
+(`sunk.validate.rules.catalog` lists the families and imports them)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sunk.validate.findings import Severity
+from sunk.validate.rules.ruledoc import RuleDoc, parse
 from sunk.validate.yamlload import Path
 
 
@@ -33,6 +37,11 @@ class Rule:
     charts: tuple[str, ...]
     check: RuleFunc
 
+    @property
+    def doc(self) -> RuleDoc:
+        """Its check function's docstring, parsed (sunk.validate.rules.ruledoc)."""
+        return parse(self.check.__doc__)
+
 
 RULES: dict[str, Rule] = {}
 
@@ -52,14 +61,3 @@ def rule(
         return func
 
     return register
-
-
-def all_rules() -> list[Rule]:
-    from sunk.validate.rules import (  # noqa: F401  (registers the rules)
-        builtin,
-        lua,
-        not_acted_on,
-        s6,
-    )
-
-    return [RULES[key] for key in sorted(RULES)]

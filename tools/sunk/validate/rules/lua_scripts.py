@@ -59,6 +59,34 @@ def _scripts(ctx: RuleContext) -> Iterator[tuple[str, tuple[Any, ...], str]]:
     "fix the script at the line shown",
 )
 def lua_script_invalid(ctx: RuleContext) -> Iterator[Hit]:
+    """A Lua plugin script, inline (`slurmConfig.jobSubmitLua.script`, `cliFilterLua.script`) or
+    in the `extraObjects` ConfigMap its `configMap` reference names, must parse (luaparser's Lua
+    grammar, through `sunk.slurmconf.lua`) and pass the renderer's guard on the characters a
+    script may hold (`sunk.slurmconf.guard.check_lua`). slurmctld does not load a broken
+    job_submit.lua, and a broken cli_filter.lua fails every sbatch, srun and salloc. The finding
+    gives the script's line and column, and for an inline block scalar, the values file's line.
+
+    Fails:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                return slurm.SUCCESS
+              function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+                return slurm.SUCCESS
+              end
+
+    Passes:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                return slurm.SUCCESS
+              end
+              function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+                return slurm.SUCCESS
+              end
+    """
     for name, path, text in _scripts(ctx):
         try:
             check_lua(text, name, dotted(path))
@@ -89,6 +117,35 @@ def _what(name: str, path: tuple[Any, ...]) -> str:
     f"write it in Lua {LUA_RUNTIME} (e.g. math.floor(a / b) for a // b)",
 )
 def lua_newer_than_runtime(ctx: RuleContext) -> Iterator[Hit]:
+    """Debian's Slurm 24.11, in our images, embeds Lua 5.1, which refuses syntax added in later
+    versions: `goto` and `::labels::` (5.2), integer division `//` and the bitwise operators
+    (5.3), and `<const>`/`<close>` (5.4). A script that parses as newer Lua but uses any of them
+    would not load. A script SUNK029 already reports is left to it.
+
+    Fails:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                job_desc.comment = tostring(job_desc.min_cpus // 2)
+                return slurm.SUCCESS
+              end
+              function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+                return slurm.SUCCESS
+              end
+
+    Passes:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                job_desc.comment = tostring(math.floor(job_desc.min_cpus / 2))
+                return slurm.SUCCESS
+              end
+              function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+                return slurm.SUCCESS
+              end
+    """
     for name, path, text in _scripts(ctx):
         if _invalid(name, text):
             continue  # SUNK029 says so
@@ -129,6 +186,31 @@ def _line_of(problem: str) -> int | None:
     "define the function, even as a stub returning slurm.SUCCESS",
 )
 def lua_missing_function(ctx: RuleContext) -> Iterator[Hit]:
+    """After loading a script, Slurm looks up the functions its plugin calls, and refuses a script
+    whose top level does not define each of them: slurm_job_submit and slurm_job_modify in
+    job_submit.lua; slurm_cli_setup_defaults, slurm_cli_pre_submit and slurm_cli_post_submit in
+    cli_filter.lua. A stub that returns slurm.SUCCESS is enough. A script SUNK029 already reports
+    is left to it.
+
+    Fails:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                return slurm.SUCCESS
+              end
+
+    Passes:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                return slurm.SUCCESS
+              end
+              function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+                return slurm.SUCCESS
+              end
+    """
     for name, path, text in _scripts(ctx):
         if _invalid(name, text):
             continue  # SUNK029 says so
@@ -158,6 +240,27 @@ def _names_lua(value: Any) -> bool:
     "set slurmConfig.jobSubmitLua / cliFilterLua (the operator then adds the plugin itself)",
 )
 def lua_plugin_without_script(ctx: RuleContext) -> Iterator[Hit]:
+    """`JobSubmitPlugins` or `CliFilterPlugins` (any case) naming `lua` (or `job_submit/lua`,
+    `cli_filter/lua`) in `slurmConfig` loads the Lua plugin, which reads job_submit.lua or
+    cli_filter.lua; the operator mounts those only from `slurmConfig.jobSubmitLua` or
+    `cliFilterLua` (a script or a ConfigMap reference), and adds the plugin itself when one is
+    set. Without it, slurmctld, or the clients, would fail to load the plugin.
+
+    Fails:
+        slurmConfig:
+          JobSubmitPlugins: lua
+
+    Passes:
+        slurmConfig:
+          jobSubmitLua:
+            script: |
+              function slurm_job_submit(job_desc, part_list, submit_uid)
+                return slurm.SUCCESS
+              end
+              function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+                return slurm.SUCCESS
+              end
+    """
     config = as_map(ctx.values.get("slurmConfig"))
     for name, (key, plugins) in SCRIPTS.items():
         entry = as_map(config.get(key))

@@ -35,6 +35,22 @@ def _service_maps(ctx: RuleContext) -> Iterator[tuple[tuple[Any, ...], dict[str,
     "remove the key, or change the service's type",
 )
 def s6_timeout_unused(ctx: RuleContext) -> Iterator[Hit]:
+    """s6 services (under `login.s6`, `compute.s6`, `compute.nodeDefaults.s6`, a definition's or a
+    group's `s6`) have a type and two timeouts, and each type uses one of them: a longrun is up
+    as soon as it starts, so its `timeoutUp` bounds nothing, and a oneshot has no down script for
+    `timeoutDown` to bound. The key is accepted, as SUNK accepts it, but nothing acts on it. A
+    timeout of 0 is not reported.
+
+    Fails:
+        compute:
+          s6:
+            exporter: {type: longrun, script: exec sleep infinity, timeoutUp: 5000}
+
+    Passes:
+        compute:
+          s6:
+            exporter: {type: longrun, script: exec sleep infinity, timeoutDown: 3000}
+    """
     for path, services in _service_maps(ctx):
         for name, service in services.items():
             service = as_map(service)

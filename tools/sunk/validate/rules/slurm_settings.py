@@ -1,0 +1,141 @@
+"""slurm.conf rules: `slurmConfig` keys Slurm does not know or the operator writes, and owned
+keys hidden in free text (`extraConfig`, raw partition lines)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from functools import cache
+from importlib import resources
+
+from sunk.slurmconf.slurm_conf import NOT_SLURM_KEYS, OWNED_KEYS
+from sunk.validate.rules.context import PARTS, RuleContext, as_map, get
+from sunk.validate.rules.registry import Hit, rule
+
+
+@cache
+def slurm_conf_keys() -> dict[str, str]:
+    """lower-case key → canonical spelling, from the packaged list for Slurm 24.11."""
+    text = resources.files("sunk.validate.rules").joinpath("slurm_conf_keys.txt").read_text()
+    keys = [line.strip() for line in text.splitlines()]
+    return {k.lower(): k for k in keys if k and not k.startswith("#")}
+
+
+@rule(
+    "SUNK011",
+    "unknown-slurm-conf-key",
+    "error",
+    "A slurmConfig key that slurm.conf (Slurm 24.11) does not know; slurmctld would not start.",
+    "check the spelling against slurm.conf(5), or put free text in slurmConfig.extraConfig",
+)
+def unknown_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
+    """Every key of `slurmConfig` (but `extraConfig`, `cgroupConfig`, `jobSubmitLua` and
+    `cliFilterLua`) becomes a `Key=value` line of slurm.conf, and slurmctld does not start on a
+    key it does not know. The rule checks each against the keys of slurm.conf(5) for Slurm 24.11
+    (`rules/slurm_conf_keys.txt`), case-insensitively as Slurm reads them, and suggests the
+    closest known key.
+
+    Fails:
+        slurmConfig:
+          SchedulerParamters: bf_continue
+
+    Passes:
+        slurmConfig:
+          SchedulerParameters: bf_continue
+    """
+    known = slurm_conf_keys()
+    for key in as_map(ctx.values.get("slurmConfig")):
+        if key in NOT_SLURM_KEYS or key.lower() in known:
+            continue
+        close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.75)
+        extra = f" (did you mean `{known[close[0]]}`?)" if close else ""
+        yield Hit(("slurmConfig", key), f"unknown slurm.conf key `{key}`{extra}")
+
+
+@rule(
+    "SUNK012",
+    "operator-owned-slurm-key",
+    "error",
+    "A slurmConfig key the operator writes itself; the value would be ignored.",
+    "remove the key: the operator derives it from the cluster's shape",
+)
+def owned_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
+    """Some slurm.conf keys come from the cluster's shape, not from the user: the cluster name,
+    the controller's host, authentication, ports, spool and state directories and the like
+    (`sunk.slurmconf.slurm_conf.OWNED_KEYS`). The operator writes them itself, so a `slurmConfig`
+    entry for one (in any case) would be ignored.
+
+    Fails:
+        slurmConfig:
+          SlurmctldHost: myhost
+
+    Passes:
+        slurmConfig:
+          SchedulerParameters: bf_continue
+    """
+    owned = {k.lower(): k for k in OWNED_KEYS}
+    for key in as_map(ctx.values.get("slurmConfig")):
+        if key.lower() in owned:
+            yield Hit(("slurmConfig", key), f"`{key}` is managed by the operator")
+
+
+_FREE_TEXT = (
+    (("slurmConfig", "extraConfig"), "slurmConfig.extraConfig", frozenset()),
+    # Raw partition lines name their partition; every other owned key is an override.
+    (PARTS, "raw partition lines", frozenset({"partitionname", "nodes"})),
+)
+
+
+def owned_keys_in_text(text: str, allowed: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+    """(line number in the text, key) of every operator-owned slurm.conf key, in any case,
+    and every `Include` directive, read as Slurm reads the lines (comments stripped)."""
+    owned = {k.lower(): k for k in OWNED_KEYS}
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        body = line.split("#", 1)[0]
+        words = body.split()
+        if words and words[0].lower() == "include":
+            found.append((number, "Include"))
+        for word in words:
+            key = word.split("=", 1)[0].strip().lower()
+            if "=" in word and key in owned and key not in allowed:
+                found.append((number, word.split("=", 1)[0]))
+    return found
+
+
+@rule(
+    "SUNK024",
+    "owned-key-in-free-text",
+    "error",
+    "extraConfig or raw partition lines set a key the operator owns (Slurm reads keys in any "
+    "case; the last one wins), or include another file.",
+    "remove the key: the operator derives it from the cluster's shape",
+)
+def owned_key_in_free_text(ctx: RuleContext) -> Iterator[Hit]:
+    """`slurmConfig.extraConfig` and raw partition lines (`compute.partitions` as text) go into
+    slurm.conf as written, after the operator's own keys. Slurm reads keys in any case and the
+    last one wins, so an owned key there (`clustername=x` as much as `ClusterName=x`) would
+    override the operator's value; an `Include` line would read a file the operator does not
+    render. Raw partition lines may name their partition and nodes (`PartitionName`, `Nodes`).
+    Comments are skipped, as Slurm skips them.
+
+    Fails:
+        slurmConfig:
+          extraConfig: |
+            SchedulerParameters=bf_continue
+            slurmctldport=7000
+
+    Passes:
+        slurmConfig:
+          extraConfig: |
+            SchedulerParameters=bf_continue
+    """
+    for path, label, allowed in _FREE_TEXT:
+        text = get(ctx.values, *path)
+        if not isinstance(text, str):
+            continue
+        for number, key in owned_keys_in_text(text, allowed):
+            if key == "Include":
+                yield Hit(path, f"{label}, line {number}: `Include` reads a file we do not render")
+            else:
+                yield Hit(path, f"{label}, line {number}: `{key}` is managed by the operator")
