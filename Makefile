@@ -38,6 +38,7 @@ demo: $(VENV)/.installed
 lint: setup
 	$(VENV)/bin/ruff check tools tests
 	$(VENV)/bin/ruff format --check tools tests
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/yamllint --strict -c .yamllint.yaml examples charts/slurm/values.yaml charts/sunk/values.yaml
 	$(BIN)/helm lint --strict charts/sunk
 	$(BIN)/helm lint --strict charts/slurm

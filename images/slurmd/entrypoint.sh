@@ -16,6 +16,7 @@ SUNK_NODE_NAME=${SUNK_NODE_NAME:-}
 SUNK_RESERVED_MEMORY_MIB=${SUNK_RESERVED_MEMORY_MIB:-0}
 SUNK_CGROUP_DIR=${SUNK_CGROUP_DIR:-/sys/fs/cgroup}
 SUNK_MEMINFO=${SUNK_MEMINFO:-/proc/meminfo}
+SUNK_MOUNTS=${SUNK_MOUNTS:-/proc/mounts}
 SUNK_CONTROLLER=${SUNK_CONTROLLER:-}
 SUNK_CONTROLLER_TIMEOUT=${SUNK_CONTROLLER_TIMEOUT:-300}
 SUNK_RUN_DIR=${SUNK_RUN_DIR:-/run/slurm}
@@ -89,6 +90,21 @@ with_features() {
   echo "Features=${features[*]}$out"
 }
 
+# slurmd's cgroup plugins create the jobs' cgroups under the container's own: an unprivileged
+# container gets its cgroup mounts read-only, so make them writable. Only this mount's flag
+# changes (a bind remount; the cgroup filesystem itself cannot be remounted), which takes
+# CAP_SYS_ADMIN: the operator's default for slurmd. Without it slurmd says which plugin failed.
+cgroups_writable() {
+  local mount type options
+  while read -r _ mount type options _; do
+    case "$type" in cgroup | cgroup2) ;; *) continue ;; esac
+    case "$mount" in "$SUNK_CGROUP_DIR" | "$SUNK_CGROUP_DIR"/*) ;; *) continue ;; esac
+    case ",$options," in *,ro,*) ;; *) continue ;; esac
+    sunk_do mount -o remount,bind,rw "$mount" ||
+      sunk_log "warning: $mount stays read-only (no CAP_SYS_ADMIN?): cgroup plugins will fail"
+  done <"$SUNK_MOUNTS"
+}
+
 case "${1:-slurmd}" in
   slurmd) [ "$#" -gt 0 ] && shift ;;
   munged) sunk_munged_foreground ;;
@@ -108,6 +124,7 @@ fi
 conf=$(with_features "$conf" "$SUNK_NODE_FEATURES")
 
 sunk_munge
+cgroups_writable
 sunk_do mkdir -p "$SUNK_RUN_DIR" "$SUNK_SPOOL_DIR"
 sunk_log "waiting for slurmctld at $controller_host:$controller_port"
 sunk_wait_tcp "$controller_host" "$controller_port" "$SUNK_CONTROLLER_TIMEOUT"

@@ -19,8 +19,8 @@ from typing import Any
 
 from sunk.models.crds import API_VERSION
 from sunk.operator import names
+from sunk.operator.client import PLURALS, ApiError
 from sunk.operator.cluster.reconcile import reconcile_cluster
-from sunk.operator.kube import PLURALS, ApiError
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 
 NS = "slurm"
@@ -68,7 +68,7 @@ def _selected(obj: dict[str, Any], selector: str | None) -> bool:
 
 
 class FakeKube:
-    """The calls of ``sunk.operator.kube.Kube`` the reconcilers use, over a dict."""
+    """The calls of ``sunk.operator.client.Kube`` the reconcilers use, over a dict."""
 
     def __init__(self) -> None:
         self.objects: dict[Key, dict[str, Any]] = {}

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from sunk.devenv.paths import tool_path
+from sunk.operator.cluster.network import network_policies, operator_peer
 from sunk.operator.cluster.objects import desired_objects, slurmdbd_secret
 from tests.chart.conftest import EXAMPLES, operator_view
 
@@ -27,10 +28,10 @@ NS = "tenant-slurm"
 
 
 def operator_objects(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the operator builds from one rendered `slurm` chart: its control-plane objects and
-    a slurmd Pod of each NodeSet."""
+    """What the operator builds from one rendered `slurm` chart: its control-plane objects, its
+    NetworkPolicies (the operator in the namespace `sunk`) and a slurmd Pod of each NodeSet."""
     view = operator_view(docs, NS)
-    built = desired_objects(view.ctx)
+    built = desired_objects(view.ctx) + network_policies(view.ctx, operator_peer("sunk"))
     dbd = slurmdbd_secret(view.ctx)
     if dbd is not None:
         built.append(dbd)

@@ -42,6 +42,7 @@ def test_default_objects(objects):
         "CustomResourceDefinition/nodesets.sunk.coreweave.com",
         "CustomResourceDefinition/slurmclusters.sunk.coreweave.com",
         "Deployment/rel-sunk-operator",
+        "NetworkPolicy/rel-sunk-operator",
         "Pod/rel-sunk-operator-test",  # the `helm test` hook
         "PodDisruptionBudget/rel-sunk-operator",
         "Role/rel-sunk-operator-leader-election",  # the Lease, in the release namespace only

@@ -20,6 +20,7 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 SUFFIXES = {
     "Deployment": "-operator",
     "PodDisruptionBudget": "-operator",
+    "NetworkPolicy": "-operator",
     "ServiceAccount": ("-operator", "-operator-test"),
     "ClusterRole": ("-operator", "-operator-test"),
     "ClusterRoleBinding": ("-operator", "-operator-test"),

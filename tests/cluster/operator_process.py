@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -11,6 +10,8 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from sunk.devenv.controlplane import free_port
 
@@ -86,23 +87,28 @@ class OperatorProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             return r.read().decode()
 
+    def sample(self, name: str, **labels: str) -> float | None:
+        """One sample of the operator's /metrics, parsed as Prometheus does."""
+        for family in text_string_to_metric_families(self.metrics()):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return sample.value
+        return None
+
     def writes(self) -> int:
-        match = re.search(r"^sunk_operator_api_writes_total (\d+)$", self.metrics(), re.M)
-        assert match, "operator metrics lack sunk_operator_api_writes_total"
-        return int(match.group(1))
+        value = self.sample("sunk_operator_api_writes_total")
+        assert value is not None, "operator metrics lack sunk_operator_api_writes_total"
+        return int(value)
 
     def reconciles(self, kind: str) -> int:
-        match = re.search(
-            rf'^sunk_operator_reconciles_total{{kind="{kind}"}} (\d+)$', self.metrics(), re.M
-        )
-        return int(match.group(1)) if match else 0
+        return int(self.sample("sunk_operator_reconciles_total", kind=kind) or 0)
 
     def wait_leader(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None and self.proc.poll() is None, self.last_log()
             try:
-                if re.search(r"^sunk_operator_leader 1$", self.metrics(), re.M):
+                if self.sample("sunk_operator_leader") == 1:
                     return
             except OSError:
                 pass

@@ -191,3 +191,19 @@ def test_a_bad_rolling_update_budget_is_refused(crds, kube, namespace, budget):
 @pytest.mark.parametrize("budget", ["0%", "10%", "100%", 0, 3])
 def test_a_good_rolling_update_budget_is_accepted(crds, kube, namespace, budget):
     _create(kube, namespace, "nodesets", "NodeSet", {"clusterName": "c", "maxUnavailable": budget})
+
+
+@pytest.mark.parametrize(
+    ("peer", "message"),
+    [
+        ({}, "a peer needs an ipBlock, a namespaceSelector or a podSelector"),
+        ({"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}, "takes no selector"),
+        ({"ipBlock": {"cidr": "10.0.0.0/8 0.0.0.0/0"}}, "should match"),
+    ],
+)
+def test_a_bad_network_peer_is_refused_with_the_models_words(crds, kube, namespace, peer, message):
+    """networkPolicy peers: the CRD's CEL rules and patterns refuse what the model refuses."""
+    with pytest.raises(KubeAPIError) as caught:
+        _create(kube, namespace, "slurmclusters", "SlurmCluster",
+                {"clusterName": "c", "networkPolicy": {"sshFrom": [peer]}})  # fmt: skip
+    assert caught.value.status == 422 and message in str(caught.value), peer

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
 import signal
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
+from sunk.operator.names import LABEL_CLUSTER
 from tests.cluster.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -409,7 +413,7 @@ def test_sigkill_mid_reconcile_converges_then_steady_state_makes_no_writes(
     operator.kill(signal.SIGKILL)  # mid-reconcile: pods are still being created
     operator.start()
     # The restarted container keeps its Pod name, so it resumes its own lease at once (a new
-    # replica waits for the dead holder's lease to expire: test_two_replicas_never_both_lead).
+    # replica waits for the old holder's lease to expire: the split-brain test below).
     operator.wait_leader(timeout=90)
     control_plane.wait_for(
         lambda: status(kube, ns, "nodesets", "kill").get("numberReady") == 30 or None,
@@ -417,17 +421,18 @@ def test_sigkill_mid_reconcile_converges_then_steady_state_makes_no_writes(
         "30 ready after restart",
     )
     assert len(pods_of(kube, ns, "kill")) == 30
-    secrets = kube.list(
-        f"/api/v1/namespaces/{ns}/secrets", label_selector="sunk.coreweave.com/cluster=zeta"
-    )
-    assert sorted(s["metadata"]["name"] for s in secrets) == [
-        "zeta-db",
-        "zeta-db-root",
-        "zeta-jwt",
-        "zeta-login-hostkeys",
-        "zeta-munge",
-        "zeta-slurmdbd-conf",
-    ]
+
+    def secrets() -> list[str]:
+        items = kube.list(
+            f"/api/v1/namespaces/{ns}/secrets", label_selector="sunk.coreweave.com/cluster=zeta"
+        )
+        return sorted(s["metadata"]["name"] for s in items)
+
+    # The killed replica may have made some of the keys; the restarted one makes the rest (the
+    # NodeSet can be complete first: its Pods were all created before the kill).
+    wanted = ["zeta-db", "zeta-db-root", "zeta-jwt", "zeta-login-hostkeys", "zeta-munge",
+              "zeta-slurmdbd-conf"]  # fmt: skip
+    control_plane.wait_for(lambda: secrets() == wanted or None, 60, f"secrets {wanted}")
 
     # Steady state: let everything settle, then count the operator's API writes over 30 s.
     time.sleep(10)
@@ -566,20 +571,59 @@ def test_deleting_a_cluster_keeps_keys_and_controller_state(
         assert kube.get(f"/api/v1/namespaces/{ns}/secrets/{secret}")["data"]
 
 
-def test_two_replicas_never_both_lead(operator, control_plane, op_namespaces, tmp_path):
-    standby = OperatorProcess(
-        operator.kubeconfig, op_namespaces, tmp_path, operator.lease_namespace
-    ).start()
+def _writes_of(control_plane, replica: OperatorProcess) -> list[dict]:
+    """The replica's write requests in the API server's audit log (it names itself in its
+    User-Agent; kopf's own watch requests are reads)."""
+    events = [json.loads(line) for line in control_plane.audit_log.read_text().splitlines()]
+    return [
+        e
+        for e in events
+        if replica.pod_name in e.get("userAgent", "") and e["verb"] not in ("get", "list", "watch")
+    ]
+
+
+def _at(event: dict) -> datetime:
+    return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+
+
+def test_a_leader_stopped_past_its_lease_writes_nothing_after_it_resumes(
+    operator, control_plane, kube, op_namespaces, tmp_path
+):
+    """Split brain: the leader is frozen (SIGSTOP) past its lease; the standby takes over and
+    does the work; when the old leader resumes (SIGCONT) it stops without one more write,
+    as the API server's audit log shows."""
+    old = operator
+    standby = OperatorProcess(old.kubeconfig, op_namespaces, tmp_path, old.lease_namespace).start()
     try:
         time.sleep(8)
-        assert "sunk_operator_leader 0" in standby.metrics()
-        assert "sunk_operator_leader 1" in operator.metrics()
-        operator.kill(signal.SIGKILL)
-        standby.wait_leader(timeout=90)  # takes over once the lease expires
+        assert old.sample("sunk_operator_leader") == 1
+        assert standby.sample("sunk_operator_leader") == 0  # never both
+        assert _writes_of(control_plane, old), "the audit log shows no write of the leader"
+        assert old.proc is not None
+        os.killpg(old.proc.pid, signal.SIGSTOP)
+        standby.wait_leader(timeout=90)
+        ns, pool = op_namespaces[1], f"s{uuid.uuid4().hex[:5]}"
+        make_nodes(control_plane, pool, 1, third=8)
+        kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("brain", **NO_SYNCER))
+        kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("brain", "brain", pool))
+        control_plane.wait_for(
+            lambda: pods_of(kube, ns, "brain") or None, 60, "the new leader's Pod"
+        )
+        resumed = datetime.now(UTC)
+        os.killpg(old.proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while old.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert old.proc.poll() is not None, "the resumed old leader kept running"
+        time.sleep(2)  # the audit log is written after each response
+        late = [e for e in _writes_of(control_plane, old) if _at(e) >= resumed]
+        assert late == [], f"the old leader wrote after it resumed: {late}"
+        assert _writes_of(control_plane, standby), "the new leader wrote nothing"
     finally:
         standby.kill(signal.SIGTERM)
-        operator.start()
-        operator.wait_leader(timeout=90)
+        old.kill(signal.SIGKILL)
+        old.start()
+        old.wait_leader(timeout=90)
 
 
 def test_node_added_gets_a_pod_and_node_gone_loses_it(operator, kube, control_plane, op_namespaces):
@@ -701,6 +745,43 @@ def test_a_reconcile_error_is_a_condition_and_an_event_not_a_silent_loop(
     ]
     assert len(events) == 1, events
     assert operator.proc is not None and operator.proc.poll() is None
+
+
+def test_a_pod_name_taken_by_another_owner_is_reported_not_skipped(
+    operator, kube, control_plane, op_namespaces
+):
+    """A Pod of the name the NodeSet would create exists and is not the NodeSet's: the 409 is
+    not swallowed. The NodeSet shows ReconcileFailed naming the Pod and its owner, and the
+    stranger is left alone."""
+    ns = op_namespaces[1]
+    pool = f"t{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 1, third=41)
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "taken-041-001", "labels": {"app": "stranger"}},
+        "spec": {"containers": [{"name": "c", "image": "stranger:1"}]},
+    }
+    kube.create(f"/api/v1/namespaces/{ns}/pods", stranger)
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("taken", **NO_SYNCER))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body("taken", "taken", pool))
+    cond = control_plane.wait_for(
+        lambda: next(
+            (
+                c
+                for c in status(kube, ns, "nodesets", "taken").get("conditions", [])
+                if c["type"] == "Ready" and c["reason"] == "ReconcileFailed"
+            ),
+            None,
+        ),
+        60,
+        "ReconcileFailed condition",
+    )
+    assert "PodNameTaken" in cond["message"] and "taken-041-001" in cond["message"], cond
+    assert "belongs to no owner" in cond["message"], cond
+    pod = kube.get(f"/api/v1/namespaces/{ns}/pods/taken-041-001")
+    assert pod["metadata"]["labels"] == {"app": "stranger"}
+    assert not pod["metadata"].get("ownerReferences")
 
 
 def test_without_slurm_state_a_removal_waits_for_the_grace_period(
@@ -1027,3 +1108,60 @@ def test_disruption_budgets_select_the_pods_switch_off_and_go_with_the_cluster(
         60,
         "PDB garbage-collected with its SlurmCluster",
     )
+
+
+def test_network_policies_are_stored_and_go_when_switched_off(
+    operator, kube, control_plane, op_namespaces
+):
+    """networkPolicy: the API server takes each policy the operator builds (its own
+    validation of selectors and peers), owned by the SlurmCluster; a component switched off
+    loses its policy, and networkPolicy.enabled: false deletes the rest. (The e2e tier
+    enforces them on real nodes.)"""
+    ns = op_namespaces[1]
+    cluster = f"np{uuid.uuid4().hex[:4]}"
+    policies = f"/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
+    body = cluster_body(
+        cluster,
+        networkPolicy={
+            "restFrom": [{"namespaceSelector": {"matchLabels": {"team": "ml"}}}],
+            "sshFrom": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.1/32"]}}],
+        },
+        **NO_SYNCER,
+    )
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", body)
+
+    def stored() -> dict[str, dict]:
+        return {
+            p["metadata"]["name"]: p
+            for p in kube.list(policies, label_selector=f"{LABEL_CLUSTER}={cluster}")
+        }
+
+    expected = {f"{cluster}-{s}" for s in ("slurm", "login-ssh", "rest", "database")}
+    found = control_plane.wait_for(
+        lambda: (lambda got: got if set(got) == expected else None)(stored()), 60, "policies"
+    )
+    for policy in found.values():
+        owner = policy["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("SlurmCluster", cluster)
+    ssh = found[f"{cluster}-login-ssh"]["spec"]["ingress"]
+    assert ssh == [
+        {
+            "ports": [{"protocol": "TCP", "port": 22}],
+            "from": [{"ipBlock": {"cidr": "192.0.2.0/24", "except": ["192.0.2.1/32"]}}],
+        }
+    ]
+    rest = found[f"{cluster}-rest"]["spec"]["ingress"][0]["from"]
+    assert rest == [{"namespaceSelector": {"matchLabels": {"team": "ml"}}}]  # no operator Pod
+
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/{cluster}", {"spec": {"login": {"enabled": False}}}
+    )
+    control_plane.wait_for(
+        lambda: set(stored()) == expected - {f"{cluster}-login-ssh"}, 60, "login-ssh deleted"
+    )
+    kube.patch(
+        f"{API}/namespaces/{ns}/slurmclusters/{cluster}",
+        {"spec": {"networkPolicy": {"enabled": False}}},
+    )
+    control_plane.wait_for(lambda: stored() == {}, 60, "every policy deleted")
+    kube.delete(f"{API}/namespaces/{ns}/slurmclusters/{cluster}")

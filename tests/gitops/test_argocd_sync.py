@@ -58,6 +58,12 @@ def test_persisted_health_is_what_the_scripts_say_of_the_operators_status(deploy
         assert reported["status"] == expected["status"] == "Healthy", (kind, reported, expected)
 
 
+def _operation(deployed: GitOps, name: str) -> str:
+    """The phase of the Application's last sync operation ('' if none)."""
+    status = (deployed.argocd.app(name) or {}).get("status") or {}
+    return (status.get("operationState") or {}).get("phase", "")
+
+
 def _stays_synced(deployed: GitOps, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -129,6 +135,11 @@ def test_pod_template_written_another_way_stays_synced(deployed: GitOps):
     might write it) is Synced, and self-heal leaves it alone. It runs last: the edit leaves a
     second field manager co-owning the containers list, which no later test should meet."""
     path = f"/apis/{GROUP}/v1alpha1/namespaces/{SLURM}/nodesets/cpu"
+    # A sync still running (an earlier test's) would apply the template over the edit.
+    deadline = time.monotonic() + 120
+    while any(_operation(deployed, name) == "Running" for name in deployed.apps):
+        assert time.monotonic() < deadline, f"a sync still running\n{deployed.debug()}"
+        time.sleep(2)
     container = deployed.slurm_object("nodesets", "cpu")["spec"]["template"]["spec"]["containers"]
     assert container[0]["resources"]["requests"] == {"cpu": "1", "memory": "8Gi"}
     same = [{**container[0], "resources": {"requests": {"cpu": "1000m", "memory": "8192Mi"}}}]

@@ -85,6 +85,7 @@ def base_env(tmp_path: Path, munge_socket: Path) -> dict[str, str]:
         "SUNK_STARTED": str(tmp_path / "run-sunk" / "started"),
         "SUNK_STARTUP_FAILED": str(tmp_path / "run-sunk" / "startup-failed"),
         "SUNK_TERMINATION_LOG": str(tmp_path / "termination-log"),
+        "SUNK_MOUNTS": "/dev/null",  # slurmd: never the host's mounts
     }
 
 

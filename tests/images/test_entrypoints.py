@@ -108,6 +108,30 @@ def test_slurmd_reads_cgroup_v1_limits(entrypoint, tcp_listener, tmp_path):
     assert conf_of(res.exec_argv) == "CPUs=2 RealMemory=4096"
 
 
+def test_slurmd_makes_its_read_only_cgroup_mounts_writable(entrypoint, tcp_listener, tmp_path):
+    """An unprivileged container gets its cgroup mounts read-only; slurmd's cgroup plugins
+    write there, so each read-only one (and only those under the cgroup root) is remounted
+    read-write with a bind remount, which changes the mount's flag only."""
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "tmpfs /sys/fs/cgroup tmpfs rw,nosuid,nodev,noexec,relatime,mode=755 0 0\n"
+        "cgroup /sys/fs/cgroup/cpu cgroup ro,nosuid,nodev,noexec,relatime,cpu 0 0\n"
+        "cgroup /sys/fs/cgroup/freezer cgroup ro,nosuid,nodev,noexec,relatime,freezer 0 0\n"
+        "cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,nodev,noexec,relatime,memory 0 0\n"
+        "cgroup /elsewhere/cpu cgroup ro,relatime,cpu 0 0\n"
+        "proc /proc/sys proc ro,relatime 0 0\n"
+    )
+    conf = "CPUs=1 RealMemory=100"
+    env = slurmd_env(tcp_listener, SUNK_SLURMD_CONF=conf, SUNK_MOUNTS=str(mounts))
+    res = entrypoint("slurmd", env=env)
+    assert res.rc == 0, res.stderr
+    remounts = [line for line in res.stdout.splitlines() if line.startswith("+ mount")]
+    assert remounts == [
+        "+ mount -o remount,bind,rw /sys/fs/cgroup/cpu",
+        "+ mount -o remount,bind,rw /sys/fs/cgroup/freezer",
+    ]
+
+
 def test_slurmd_cgroup_v1_unlimited_falls_back_to_meminfo(entrypoint, tcp_listener, tmp_path):
     cg = tmp_path / "v1"
     (cg / "memory").mkdir(parents=True)

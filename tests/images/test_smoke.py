@@ -49,7 +49,8 @@ RUN mariadb-install-db --user=mysql --skip-test-db >/dev/null \
  && install -d -o mysql -g mysql /run/mysqld
 CMD ["mariadbd", "--user=mysql", "--bind-address=0.0.0.0", "--init-file=/init.sql"]
 """
-# slurmd runs privileged in Kubernetes; `--privileged` asks for every capability, and where the
+# slurmd runs with a capability set in Kubernetes (privileged where a group asks); Docker's
+# `--privileged` asks for every capability, and where the
 # engine's own bounding set lacks one (sandboxes drop CAP_SYS_RESOURCE) runc refuses it, so ask
 # for all the engine has. The host's cgroup tree is mounted for slurmd's cgroup plugins at the
 # CgroupMountpoint the test's cgroup.conf names; /sys/fs/cgroup stays the container's own view,

@@ -22,7 +22,7 @@ from tests.slurm.conftest import NODES, render_test_config
 from sunk.devenv.controlplane import ControlPlane, KubeClient
 from sunk.devenv.slurm_runtime import SlurmRuntime
 from sunk.operator import names
-from sunk.operator.kube import Kube, KubeConfig
+from sunk.operator.client import Kube
 from sunk.scheduler.loop import PodScheduler
 from sunk.scheduler.podjob import ANN_EXCLUSIVE, ANN_JOB, ANN_PARTITION, ANN_TIME_LIMIT, Settings
 from sunk.syncer.restd import Slurmrestd
@@ -129,7 +129,7 @@ def world(slurm_rootfs_path: Path) -> Iterator[World]:
             )
             hosts[name] = node
         loop = asyncio.new_event_loop()
-        kube = Kube(KubeConfig.from_kubeconfig(cp.kubeconfig))
+        kube = loop.run_until_complete(Kube.connect(str(cp.kubeconfig)))
         restd = Slurmrestd(url, rt.jwt_key)
         world = World(cp, rt, restd, loop, kube, url, hosts)
         try:

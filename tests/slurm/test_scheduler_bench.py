@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from tests.slurm.conftest import run_bench
 
 
@@ -17,8 +16,11 @@ def test_both_schedulers_bind_every_pod_and_the_ratio_is_printed(slurm_rootfs_pa
     rows = dict(re.findall(r"^(Pod Scheduler|kube-scheduler)\s+[\d.]+s\s+([\d.]+)s$", out, re.M))
     assert set(rows) == {"Pod Scheduler", "kube-scheduler"}, out
     ratio = float(re.search(r"ratio .*: ([\d.]+)$", out, re.M).group(1))
-    assert ratio == pytest.approx(
-        float(rows["Pod Scheduler"]) / float(rows["kube-scheduler"]), rel=0.1
-    )
+    # The times are printed to the millisecond and the ratio to 0.1, and kube-scheduler binds six
+    # Pods in a few milliseconds: the ratio must lie within what the printed times allow.
+    ours, theirs, half_ms = float(rows["Pod Scheduler"]), float(rows["kube-scheduler"]), 0.0005
+    low = (ours - half_ms) / (theirs + half_ms) - 0.05
+    high = (ours + half_ms) / max(theirs - half_ms, 1e-6) + 0.05
+    assert low <= ratio <= high, out
     requests = int(re.search(r"Slurm requests .*: (\d+)$", out, re.M).group(1))
     assert requests >= 6 + 1, out  # a submit per Pod, and at least one read of the jobs

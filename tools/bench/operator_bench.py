@@ -1,7 +1,9 @@
 """Benchmark: seconds until the operator has 1,000 NodeSet pods and a complete status, next to
-a bare API client creating 1,000 pods on the same API server, and their ratio.
+a bare API client creating 1,000 pods on the same API server, and their ratio; then the
+operator's API requests per reconcile, its steady state (writes and requests per minute with
+nothing changing) and its peak RSS.
 
-    python tools/bench/operator_bench.py [--nodes 1000]
+    python tools/bench/operator_bench.py [--nodes 1000] [--steady 60]
 
 Starts its own control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok) on
 loopback; kwok Nodes get 127.88.x.y addresses (data only: nothing connects to them).
@@ -21,12 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from tests.cluster.operator_process import OperatorProcess  # noqa: E402
 
 from sunk.chartio.helm import helm_binary  # noqa: E402
 from sunk.devenv.controlplane import ControlPlane  # noqa: E402
 from sunk.devenv.paths import tool_path  # noqa: E402
-from sunk.operator.kube import Kube, KubeConfig, path_for  # noqa: E402
+from sunk.operator.client import Kube, path_for  # noqa: E402
 
 API = "/apis/sunk.coreweave.com/v1alpha1"
 POD_SPEC = {
@@ -77,10 +80,29 @@ def wait(predicate, timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
-def operator_run(cp: ControlPlane, count: int, logs: Path) -> float:
+def _total(op: OperatorProcess, name: str) -> float:
+    """The sum of a metric's samples (all label values)."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(op.metrics())
+        for sample in family.samples
+        if sample.name == name
+    )
+
+
+def _peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def operator_run(
+    cp: ControlPlane, count: int, logs: Path, steady: float, extra: list[str]
+) -> tuple[float, dict]:
     kube = cp.client
     kube.create("/api/v1/namespaces", {"metadata": {"name": "bench-op"}})
-    op = OperatorProcess(cp.kubeconfig, ["bench-op"], logs, "bench-op").start()
+    op = OperatorProcess(cp.kubeconfig, ["bench-op"], logs, "bench-op", extra).start()
     try:
         op.wait_leader()
         kube.create(
@@ -111,7 +133,43 @@ def operator_run(cp: ControlPlane, count: int, logs: Path) -> float:
             )
 
         wait(complete, 900, "operator pods")
-        return time.monotonic() - start
+        took = time.monotonic() - start
+        requests = _total(op, "sunk_operator_api_requests_total")
+        reconciles = _total(op, "sunk_operator_reconciles_total")
+        print(
+            f"operator: {count} pods + complete NodeSet status in {took:.1f}s; "
+            f"{requests:.0f} API requests in {reconciles:.0f} reconciles; peak RSS so far "
+            f"{_peak_rss_mib(op.proc.pid) if op.proc else float('nan'):.0f} MiB",
+            flush=True,
+        )
+        # Steady state: nothing changes once every Pod is Ready (kwok marks them a few seconds
+        # after they are created) and the last status is written; resyncs still come.
+        wait(
+            lambda: (
+                (kube.get(f"{API}/namespaces/bench-op/nodesets/b").get("status") or {}).get(
+                    "numberReady"
+                )
+                == count
+            ),
+            900,
+            "Pods Ready (kwok marks them; with thousands on 2 cores that takes minutes)",
+        )
+        time.sleep(10)
+        writes0 = _total(op, "sunk_operator_api_writes_total")
+        requests0 = _total(op, "sunk_operator_api_requests_total")
+        time.sleep(steady)
+        figures = {
+            "requests": requests,
+            "reconciles": reconciles,
+            "steady_writes": _total(op, "sunk_operator_api_writes_total") - writes0,
+            "steady_requests_per_minute": (
+                _total(op, "sunk_operator_api_requests_total") - requests0
+            )
+            * 60
+            / steady,
+            "peak_rss_mib": _peak_rss_mib(op.proc.pid) if op.proc else float("nan"),
+        }
+        return took, figures
     finally:
         op.kill(signal.SIGTERM)
 
@@ -119,7 +177,7 @@ def operator_run(cp: ControlPlane, count: int, logs: Path) -> float:
 async def bare_run(cp: ControlPlane, count: int) -> float:
     """The same pods (pinned, same concurrency) written by a plain client loop."""
     cp.client.create("/api/v1/namespaces", {"metadata": {"name": "bench-bare"}})
-    async with Kube(KubeConfig.from_kubeconfig(cp.kubeconfig)) as kube:
+    async with await Kube.connect(str(cp.kubeconfig)) as kube:
         gate = asyncio.Semaphore(16)
 
         async def one(i: int) -> None:
@@ -161,6 +219,15 @@ async def bare_run(cp: ControlPlane, count: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument(
+        "--operator-arg",
+        action="append",
+        default=[],
+        help="one more sunk-operator argument (repeatable), e.g. --operator-arg=--kube-api-qps=0",
+    )
+    parser.add_argument(
+        "--steady", type=float, default=60, help="seconds of steady state to measure"
+    )
     args = parser.parse_args()
     pinned = tool_path("helm")
     helm = helm_binary(str(pinned) if pinned else None)
@@ -187,11 +254,23 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        operator_seconds = operator_run(cp, args.nodes, parser_logs)
+        operator_seconds, figures = operator_run(
+            cp, args.nodes, parser_logs, args.steady, args.operator_arg
+        )
         bare_seconds = asyncio.run(bare_run(cp, args.nodes))
     print(f"operator: {args.nodes} pods + complete NodeSet status in {operator_seconds:.1f}s")
     print(f"bare client loop: {args.nodes} pods created in {bare_seconds:.1f}s")
-    print(f"ratio operator/bare: {operator_seconds / bare_seconds:.2f}")
+    print(f"ratio operator/bare: {operator_seconds / bare_seconds:.2f} (goal <= 1.5)")
+    print(
+        f"API requests until complete: {figures['requests']:.0f} in "
+        f"{figures['reconciles']:.0f} reconciles "
+        f"({figures['requests'] / max(figures['reconciles'], 1):.1f} per reconcile)"
+    )
+    print(
+        f"steady state over {args.steady:.0f}s (1 NodeSet): {figures['steady_writes']:.0f} "
+        f"writes, {figures['steady_requests_per_minute']:.1f} API requests per minute"
+    )
+    print(f"operator peak RSS: {figures['peak_rss_mib']:.0f} MiB")
     return 0
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from sunk.devenv.controlplane import ControlPlane
 from sunk.devenv.slurm_runtime import SlurmRuntime
 from sunk.operator import names
-from sunk.operator.kube import Kube, KubeConfig, path_for
+from sunk.operator.client import Kube, path_for
 from sunk.scheduler.loop import PodScheduler
 from sunk.scheduler.podjob import Settings
 
@@ -128,7 +128,7 @@ async def clear(kube: Kube, restd_jobs: Any) -> None:
 
 
 async def measure(cp: ControlPlane, url: str, args: argparse.Namespace) -> dict[str, Any]:
-    kube = Kube(KubeConfig.from_kubeconfig(cp.kubeconfig))
+    kube = await Kube.connect(str(cp.kubeconfig))
     sched = PodScheduler(
         kube, NAMESPACE, CLUSTER, SCHEDULER, url, names.jwt_secret(CLUSTER), Settings(),
         (NAMESPACE,),
@@ -175,8 +175,8 @@ def report(found: dict[str, Any], pods: int, nodes: int) -> None:
     ours, theirs = found["ours"], found["theirs"]
     print(f"\n{pods} Pending Pods of 1 CPU on {nodes} Nodes of {CPUS} CPUs")
     print(f"{'scheduler':<16}{'half bound':>12}{'all bound':>12}")
-    print(f"{'Pod Scheduler':<16}{ours[len(ours) // 2]:>11.2f}s{ours[-1]:>11.2f}s")
-    print(f"{'kube-scheduler':<16}{theirs[len(theirs) // 2]:>11.2f}s{theirs[-1]:>11.2f}s")
+    print(f"{'Pod Scheduler':<16}{ours[len(ours) // 2]:>11.3f}s{ours[-1]:>11.3f}s")
+    print(f"{'kube-scheduler':<16}{theirs[len(theirs) // 2]:>11.3f}s{theirs[-1]:>11.3f}s")
     print(f"ratio (Pod Scheduler / kube-scheduler, all bound): {ours[-1] / theirs[-1]:.1f}")
     print(f"Slurm requests by the Pod Scheduler during the burst: {found['requests']}")
 

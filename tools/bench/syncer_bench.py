@@ -53,7 +53,7 @@ from sunk.devenv.controlplane import ControlPlane
 from sunk.devenv.slurm_runtime import SlurmRuntime
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 from sunk.operator import names
-from sunk.operator.kube import Kube, KubeConfig, path_for
+from sunk.operator.client import Kube, path_for
 from sunk.operator.nodeset.naming import pod_name
 from sunk.slurmconf import ClusterInputs, NodeSetInput, Rendered, render_all
 from sunk.syncer.loop import INTERVAL_SECONDS, METRICS_SECONDS, Syncer
@@ -110,9 +110,8 @@ class Bench:
     def __init__(self, cp: ControlPlane, rt: SlurmRuntime, rendered: Rendered, url: str) -> None:
         self.cp, self.rt, self.url = cp, rt, url
         self.registration = rendered.registrations[NODESET]
-        self.config = KubeConfig.from_kubeconfig(cp.kubeconfig)
-        self.kube = Kube(self.config)  # the Syncer's: its writes are counted
-        self.bench_kube = Kube(self.config)  # the benchmark's own (the kubelet's) writes
+        self.kube: Kube  # the Syncer's: its writes are counted (connected in `measure`)
+        self.bench_kube: Kube  # the benchmark's own (the kubelet's) writes
         self.probe = Slurmrestd(url, rt.jwt_key)  # the benchmark's own reads
         self.pods: list[str] = []
         self.passes: list[Pass] = []
@@ -306,6 +305,7 @@ class Bench:
     async def latencies(self, flips: int, poll: float) -> dict[str, Any]:
         assert self.syncer is not None and self.syncer.restd is not None
         restd = self.syncer.restd
+        await self._between_passes()
         rpcs, writes, passes = restd.requests, self.kube.writes, self.syncer.passes
         start = time.monotonic()
         drain: list[float] = []
@@ -318,6 +318,8 @@ class Bench:
             drain.append(await self._timed(pod, False, _drained_by_syncer, poll))
             await asyncio.sleep(rng.uniform(0.0, self.syncer.interval))
             resume.append(await self._timed(pod, True, _in_service, poll))
+        # The last change shows in Slurm before its pass ends and counts itself.
+        await self._between_passes()
         elapsed = time.monotonic() - start
         return {
             "drain": drain,
@@ -327,6 +329,11 @@ class Bench:
             "writes": self.kube.writes - writes,
             "passes": self.syncer.passes - passes,
         }
+
+    async def _between_passes(self) -> None:
+        assert self.syncer is not None
+        while self.syncer.in_pass:
+            await asyncio.sleep(0.01)
 
     async def _timed(
         self, pod: str, ready: bool, check: Callable[[SlurmNode], bool], poll: float
@@ -362,6 +369,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure(bench: Bench, args: argparse.Namespace) -> tuple[list[dict], dict]:
+    bench.kube = await Kube.connect(str(bench.cp.kubeconfig))
+    bench.bench_kube = await Kube.connect(str(bench.cp.kubeconfig))
     task = bench.start_syncer(args.interval, args.metrics)
     watch = asyncio.get_running_loop().create_task(bench.watch_pods())
     try:

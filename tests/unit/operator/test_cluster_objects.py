@@ -201,10 +201,11 @@ def test_control_plane_pods_are_hardened_by_default():
     assert pods["c-accounting"]["securityContext"]["fsGroup"] == 401
     (ctld,) = [c for c in pods["c-controller"]["containers"] if c["name"] == "slurmctld"]
     assert ctld["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
-    # login: sshd keeps its capability set; no seccomp or escalation change (users' sessions)
-    assert "securityContext" not in pods["c-login"]
+    # login: seccomp too, and no escalation in users' sessions; sshd keeps its capability set
+    assert pods["c-login"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     (sshd,) = [c for c in pods["c-login"]["containers"] if c["name"] == "sshd"]
-    assert "allowPrivilegeEscalation" not in sshd["securityContext"]
+    assert sshd["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "SETUID" in sshd["securityContext"]["capabilities"]["add"]
     assert sshd["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
 
 

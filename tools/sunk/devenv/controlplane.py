@@ -361,6 +361,7 @@ class _Proc:
     name: str
     popen: subprocess.Popen
     log: Path
+    argv: list[str]
 
     @property
     def pgid(self) -> int:  # start_new_session=True: the child leads its own group
@@ -719,6 +720,9 @@ class ControlPlane:
         if netns:
             # only the network namespace changes: mounts and /sys stay the host's
             argv = ["nsenter", f"--net=/var/run/netns/{netns}", "--", *argv]
+        self._start(name, argv)
+
+    def _start(self, name: str, argv: list[str]) -> None:
         log = self._dir / "logs" / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
@@ -730,8 +734,39 @@ class ControlPlane:
                 cwd=self._dir,
                 env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
             )
-        self._procs.append(_Proc(name, popen, log))
+        self._procs.append(_Proc(name, popen, log, argv))
         self._write_state()
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (through etcd's JSON gateway) and
+        return that revision: a watch resumed from an older resourceVersion then gets 410 Gone
+        once the API server's watch cache no longer covers it (after a restart, say)."""
+        url = f"http://127.0.0.1:{self.ports.etcd_client}/v3/kv"
+
+        def post(path: str, body: Mapping[str, Any]) -> Any:
+            request = urllib.request.Request(
+                f"{url}/{path}", data=json.dumps(body).encode(), method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.load(response)
+
+        revision = int(
+            post("range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
+        )
+        post("compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def restart(self, name: str, down_seconds: float = 0.0) -> None:
+        """Stop one component (``kube-apiserver``, say), keep it down ``down_seconds``, start
+        it again with the same arguments and, for the API server, wait until it is ready:
+        for tests of how clients ride out an outage."""
+        proc = next(p for p in self._procs if p.name == name)
+        kill_groups([proc.pgid], self.stop_timeout, reap=lambda _: proc.popen.poll())
+        self._procs.remove(proc)
+        time.sleep(down_seconds)
+        self._start(name, proc.argv)
+        if name == "kube-apiserver":
+            wait_for(self._apiserver_ready, self.start_timeout, "kube-apiserver /readyz")
 
     def _write_state(self) -> None:
         state = {

@@ -3,7 +3,8 @@
 The ``nodes`` toolchain component: kubelet, kube-proxy and kubectl (the same wrapper module as
 kube-apiserver, see ``kube_build``), containerd with its runc shim and ``ctr``, runc (cgo and
 ``-tags seccomp``: without seccomp support every sandbox fails with "seccomp not supported"),
-the CNI plugins the nodes use (bridge, host-local, loopback, portmap), CoreDNS, and the pause
+the CNI plugins the nodes use (bridge, host-local, loopback, portmap), CoreDNS,
+kube-router's NetworkPolicy controller (enforcement, which the bridge plugin lacks), and the pause
 image every Pod sandbox starts from. No registry is reachable here, so the pause image is built
 locally: ``build/pause/linux/pause.c`` from the pinned ``k8s.io/kubernetes`` module compiled
 with ``gcc -static`` and wrapped as an OCI image archive that each node's containerd imports and
@@ -35,11 +36,13 @@ CONTAINERD_VERSION = "v2.4.2"
 RUNC_VERSION = "v1.5.3"
 CNI_PLUGINS_VERSION = "v1.10.0"
 COREDNS_VERSION = "v1.15.0"
+KUBE_ROUTER_VERSION = "v2.1.0"
 
 CONTAINERD = "github.com/containerd/containerd/v2"
 RUNC = "github.com/opencontainers/runc"
 CNI_PLUGINS = "github.com/containernetworking/plugins"
 COREDNS = "github.com/coredns/coredns"
+KUBE_ROUTER = "github.com/cloudnativelabs/kube-router/v2"
 
 NODE_KUBE_COMMANDS = ("kubelet", "kube-proxy", "kubectl")
 CNI_PLUGIN_PACKAGES = {
@@ -53,8 +56,11 @@ CNI_PLUGIN_PACKAGES = {
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"
 PAUSE_ARCHIVE = "pause.oci.tar"
 # Debian packages the nodes need at run time: iptables for kube-proxy and the CNI plugins,
-# conntrack for kube-proxy's cleanup, libseccomp for runc, socat for the API forwarder.
-DEBIAN_PACKAGES = ("iptables", "conntrack", "libseccomp-dev", "socat", "gcc", "libc6-dev")
+# conntrack for kube-proxy's cleanup, libseccomp for runc, socat for the API forwarder, ipset
+# for kube-router's NetworkPolicy sets.
+DEBIAN_PACKAGES = (
+    "iptables", "conntrack", "libseccomp-dev", "socat", "gcc", "libc6-dev", "ipset"
+)  # fmt: skip
 
 
 def builds() -> list[Build]:
@@ -93,7 +99,13 @@ def builds() -> list[Build]:
         for name, package in CNI_PLUGIN_PACKAGES.items()
     ]
     coredns = Build("coredns", COREDNS_VERSION, COREDNS, COREDNS)
-    return [*kube, *containerd, runc, *cni, coredns]
+    # NetworkPolicy enforcement, which the bridge plugin lacks: kube-router's firewall only.
+    # v2.1.0 is the one version served here; advisories are reported against it, which a
+    # test-only enforcer inside the nodes' network namespaces accepts (docs/dev-nodes.md).
+    netpol = Build(
+        "kube-router", KUBE_ROUTER_VERSION, KUBE_ROUTER, f"{KUBE_ROUTER}/cmd/kube-router"
+    )
+    return [*kube, *containerd, runc, *cni, coredns, netpol]
 
 
 def cni_bin_dir() -> Path:
@@ -219,5 +231,5 @@ def description() -> str:
     return (
         f"kubelet/kube-proxy/kubectl {KUBERNETES_VERSION}, containerd {CONTAINERD_VERSION}, "
         f"runc {RUNC_VERSION}, CNI plugins {CNI_PLUGINS_VERSION}, CoreDNS {COREDNS_VERSION}, "
-        "pause image (go build, gcc)"
+        f"kube-router {KUBE_ROUTER_VERSION} (NetworkPolicies), pause image (go build, gcc)"
     )

@@ -51,6 +51,7 @@ import yaml
 
 from sunk.devenv import node_build
 from sunk.devenv.controlplane import (
+    SERVICE_CIDR,
     ControlPlane,
     ControlPlaneError,
     KubeClient,
@@ -75,13 +76,17 @@ NODE_BINARIES = (
     "kube-proxy",
     "kubectl",
     "coredns",
+    "kube-router",
 )
-HOST_COMMANDS = ("ip", "nsenter", "socat", "iptables", "conntrack", "openssl", "mount")
+HOST_COMMANDS = (
+    "ip", "nsenter", "socat", "iptables", "ipset", "conntrack", "openssl", "mount"
+)  # fmt: skip
 INSTALL_HINT = "python -m sunk.devenv.toolchain install kube nodes"
 CGROUP_V1 = Path("/sys/fs/cgroup")
 # kubelet, CoreDNS and kube-proxy identities; bootstrap RBAC knows the first two.
 KUBE_PROXY_USER = "system:kube-proxy"
 COREDNS_USER = "sunk:coredns"
+KUBE_ROUTER_USER = "sunk:kube-router"
 
 
 class NodeClusterError(ToolError):  # a RuntimeError; sunkctl dev exits 3
@@ -249,6 +254,9 @@ class NodeCluster:
                 self._start_kubernetes(node)
             for node in self.nodes:
                 self.wait_node_ready(node.name)
+                # kube-router finds its Node at start: once kubelet has registered it
+                self.log(f"{node.name}: kube-router (NetworkPolicies)")
+                self._start_network_policies(node)
             self._static_volumes()
         except BaseException:
             self.stop()
@@ -291,42 +299,46 @@ class NodeCluster:
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
 
     def _apply_rbac(self) -> None:
-        """CoreDNS reads Services, EndpointSlices, Pods and Namespaces."""
-        role = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "sunk-devenv:coredns"},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["endpoints", "services", "pods", "namespaces"],
-                    "verbs": ["list", "watch"],
-                },
-                {
-                    "apiGroups": ["discovery.k8s.io"],
-                    "resources": ["endpointslices"],
-                    "verbs": ["list", "watch"],
-                },
-            ],
-        }
-        binding = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "sunk-devenv:coredns"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "sunk-devenv:coredns",
-            },
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": COREDNS_USER}
-            ],
-        }
-        self.client.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", role)
-        self.client.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        """Read rights of the node daemons that are not kubelet or kube-proxy (bootstrap RBAC
+        knows those): CoreDNS reads Services, EndpointSlices, Pods and Namespaces; kube-router
+        (its informers start for every controller, whichever runs) Pods, Namespaces, Nodes,
+        Services, Endpoints, EndpointSlices and NetworkPolicies."""
+        self._grant_reads("coredns", COREDNS_USER, ["list", "watch"], {
+            "": ["endpoints", "services", "pods", "namespaces"],
+            "discovery.k8s.io": ["endpointslices"],
+        })  # fmt: skip
+        self._grant_reads("kube-router", KUBE_ROUTER_USER, ["get", "list", "watch"], {
+            "": ["pods", "namespaces", "nodes", "services", "endpoints"],
+            "discovery.k8s.io": ["endpointslices"],
+            "networking.k8s.io": ["networkpolicies"],
+        })  # fmt: skip
         pki = self._cp.pki
         sign(pki, "kube-proxy", f"/CN={KUBE_PROXY_USER}")
         sign(pki, "coredns", f"/CN={COREDNS_USER}")
+        sign(pki, "kube-router", f"/CN={KUBE_ROUTER_USER}")
+
+    def _grant_reads(
+        self, daemon: str, user: str, verbs: list[str], resources: dict[str, list[str]]
+    ) -> None:
+        """A ClusterRole ``sunk-devenv:<daemon>`` with ``verbs`` on ``resources`` (API group
+        -> resources), bound to the client-certificate ``user``."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        name = f"sunk-devenv:{daemon}"
+        rules = [
+            {"apiGroups": [group], "resources": kinds, "verbs": verbs}
+            for group, kinds in resources.items()
+        ]
+        self.client.create(f"{rbac}/clusterroles", {"metadata": {"name": name}, "rules": rules})
+        self.client.create(
+            f"{rbac}/clusterrolebindings",
+            {
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": user}],
+            },
+        )  # fmt: skip
 
     # --- one node -----------------------------------------------------------------------------
 
@@ -585,6 +597,33 @@ class NodeCluster:
         path = node.dir / "kube-proxy.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         self._spawn(node, "kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={path}"])
+
+    def _start_network_policies(self, node: Node) -> None:
+        """kube-router's NetworkPolicy controller alone (no routing, no service proxy: the
+        bridge plugin and kube-proxy do those) enforces NetworkPolicies in the node's network
+        namespace with iptables and ipsets, as a policy-enforcing CNI would; without it the
+        bridge plugin lets everything through. (kube-network-policies needs nftables' `queue`
+        expression, which this kernel lacks.)"""
+        kubeconfig = write_kubeconfig(
+            node.dir / "kube-router.kubeconfig", self._node_server(), self._cp.pki, "kube-router"
+        )
+        self._spawn(
+            node,
+            "kube-router",
+            [
+                str(self.bin_dir / "kube-router"),
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={node.name}",
+                "--run-firewall=true",
+                "--run-router=false",
+                "--run-service-proxy=false",
+                "--enable-cni=false",
+                "--enable-ipv6=false",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--health-port=0",
+                "--iptables-sync-period=1m",
+            ],
+        )
 
     def _start_coredns(self, node: Node) -> None:
         kubeconfig = write_kubeconfig(

@@ -26,10 +26,12 @@ from sunk.models.base import (
 from sunk.models.k8s import Image
 from sunk.models.values import (
     DIRECTORY_DESCRIPTION,
+    NETWORK_POLICY_DESCRIPTION,
     NSSCACHE_DESCRIPTION,
     SCHEDULER_DESCRIPTION,
     Accounting,
     ClusterCompute,
+    ClusterNetworkPolicy,
     Controller,
     DirectoryService,
     Global,
@@ -155,6 +157,9 @@ class SlurmClusterSpec(Strict):
     nsscache: Nsscache = Field(default_factory=Nsscache, description=NSSCACHE_DESCRIPTION)
     directoryService: DirectoryService = Field(
         default_factory=DirectoryService, description=DIRECTORY_DESCRIPTION
+    )
+    networkPolicy: ClusterNetworkPolicy = Field(
+        default_factory=ClusterNetworkPolicy, description=NETWORK_POLICY_DESCRIPTION
     )
     scripts: Scripts = Field(default_factory=Scripts, description="Prolog/epilog ConfigMaps.")
 

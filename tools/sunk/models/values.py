@@ -299,6 +299,10 @@ class Accounting(PodOptions):
         description="slurmdbd.conf keys passed through (e.g. PurgeJobAfter).",
     )
 
+    def database_kind(self) -> Literal["mariadb", "moco", "external"]:
+        """Where the database is: `external.enabled` (SUNK's key) wins over `database.type`."""
+        return "external" if self.external.enabled else self.database.type
+
 
 class Rest(PodOptions):
     resources: Resources | None = daemon_resources("slurmrestd", "50m", "128Mi")
@@ -521,8 +525,8 @@ class Compute(ClusterCompute):
     )
     securityContext: dict[str, Any] | None = open_object(
         "SUNK: the slurmd containers' securityContext (e.g. `{privileged: true}`). Not acted "
-        "on yet: set it in `compute.nodeDefaults` or a group (slurmd is privileged unless a "
-        "group sets its own).",
+        "on yet: set it in `compute.nodeDefaults` or a group (slurmd is unprivileged with a "
+        "listed capability set unless a group sets its own).",
         default=None,
     )
     ssh: Switch = Field(
@@ -1021,6 +1025,87 @@ class Global(Strict):
     )
 
 
+NETWORK_POLICY_DESCRIPTION = (
+    "NetworkPolicies the operator makes for the cluster's Pods (ingress only; egress is left "
+    "open): Slurm's ports only between the cluster's own Pods, MariaDB only from slurmdbd, "
+    "slurmrestd also from the operator, and sshd on the login Pods from `sshFrom`. They take "
+    "effect only where the network plugin enforces NetworkPolicies."
+)
+
+
+# An address range as NetworkPolicy's ipBlock takes it (the API server checks the numbers).
+CIDR = r"^[0-9a-fA-F:.]{2,39}/[0-9]{1,3}$"
+PEER_RULES = [
+    {
+        "rule": "has(self.ipBlock) || has(self.namespaceSelector) || has(self.podSelector)",
+        "message": "a peer needs an ipBlock, a namespaceSelector or a podSelector",
+    },
+    {
+        "rule": "!has(self.ipBlock) || !(has(self.namespaceSelector) || has(self.podSelector))",
+        "message": "ipBlock: a peer with an ipBlock takes no selector",
+    },
+]
+
+
+class IPBlock(Strict):
+    cidr: str = Field(pattern=CIDR, max_length=43, description="Addresses, e.g. `10.0.0.0/8`.")
+    except_: list[Annotated[str, Field(pattern=CIDR, max_length=43)]] | None = Field(
+        default=None, alias="except", max_length=64, description="Ranges of `cidr` left out."
+    )
+
+
+class NetworkPeer(Strict):
+    """A NetworkPolicy peer, as the API server takes it."""
+
+    model_config = ConfigDict(json_schema_extra={"x-cel": PEER_RULES})
+
+    ipBlock: IPBlock | None = Field(default=None, description="An address range.")
+    namespaceSelector: dict[str, Any] | None = open_object(
+        "Pods of the namespaces with these labels (`{}`: every namespace).", default=None
+    )
+    podSelector: dict[str, Any] | None = open_object(
+        "Pods with these labels (in this namespace unless `namespaceSelector` is set).",
+        default=None,
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> NetworkPeer:
+        selectors = self.namespaceSelector is not None or self.podSelector is not None
+        if self.ipBlock is None and not selectors:
+            raise ValueError(PEER_RULES[0]["message"])
+        if self.ipBlock is not None and selectors:
+            raise ValueError(PEER_RULES[1]["message"])
+        return self
+
+    def manifest(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+PEERS_MAX = 64
+
+
+class ClusterNetworkPolicy(Strict):
+    enabled: bool = Field(default=True, description="Make the NetworkPolicies.")
+    sshFrom: list[NetworkPeer] = Field(
+        default_factory=list,
+        max_length=PEERS_MAX,
+        description="Who may reach the login sshd on port 22 (NetworkPolicy peers); empty: "
+        "every address.",
+    )
+    restFrom: list[NetworkPeer] = Field(
+        default_factory=list,
+        max_length=PEERS_MAX,
+        description="Who may reach slurmrestd on port 6820 beside the cluster's own Pods and "
+        "the operator, e.g. a namespace whose tooling calls the REST API.",
+    )
+    slurmFrom: list[NetworkPeer] = Field(
+        default_factory=list,
+        max_length=PEERS_MAX,
+        description="Who may reach every Slurm port of the cluster's Pods (not MariaDB), e.g. "
+        "the Nodes' addresses when a group's Pods use `hostNetwork`.",
+    )
+
+
 class SlurmValues(Strict):
     """Values of the `slurm` chart: one Slurm cluster."""
 
@@ -1055,6 +1140,9 @@ class SlurmValues(Strict):
     nsscache: Nsscache = Field(default_factory=Nsscache, description=NSSCACHE_DESCRIPTION)
     directoryService: DirectoryService = Field(
         default_factory=DirectoryService, description=DIRECTORY_DESCRIPTION
+    )
+    networkPolicy: ClusterNetworkPolicy = Field(
+        default_factory=ClusterNetworkPolicy, description=NETWORK_POLICY_DESCRIPTION
     )
     prologScripts: dict[str, str] = Field(
         default_factory=dict, description="Scripts run in order from prolog.d (name → script)."
@@ -1133,6 +1221,18 @@ class TopologySpread(Strict):
     )
 
 
+class OperatorNetworkPolicy(Strict):
+    enabled: bool = Field(default=True, description="Make the NetworkPolicy.")
+    metricsFrom: list[NetworkPeer] = Field(
+        default_factory=lambda: [NetworkPeer(namespaceSelector={})],
+        max_length=PEERS_MAX,
+        description="Who may read the metrics port (NetworkPolicy peers; empty: every "
+        "address); the default is every Pod of the cluster. Narrow it to your monitoring "
+        "namespace, e.g. `[{namespaceSelector: {matchLabels: "
+        "{kubernetes.io/metadata.name: monitoring}}}]`.",
+    )
+
+
 class Operator(Strict):
     image: Image = Field(default_factory=lambda: image("operator"), description="Operator image.")
     replicas: int = Field(
@@ -1140,6 +1240,11 @@ class Operator(Strict):
     )
     logLevel: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Log level."
+    )
+    logFormat: Literal["text", "json"] = Field(
+        default="text",
+        description="Log format: text lines, or one JSON object per line (time, level, "
+        "logger, message, exception).",
     )
     resources: Resources = Field(
         default_factory=lambda: Resources(
@@ -1198,6 +1303,13 @@ class Operator(Strict):
     )
     vmPodScrape: VMPodScrapeValues = Field(
         default_factory=VMPodScrapeValues, description="VictoriaMetrics VMPodScrape."
+    )
+    networkPolicy: OperatorNetworkPolicy = Field(
+        default_factory=OperatorNetworkPolicy,
+        description="A NetworkPolicy over the operator Pods (ingress only): the lock hook "
+        "from anywhere (it checks each caller's token; slurmd Pods may be in any namespace or "
+        "on the host network), metrics from `metricsFrom`. Probes from the kubelet are never "
+        "blocked.",
     )
 
 

@@ -6,8 +6,8 @@ import copy
 from typing import Any
 
 from sunk.operator import names
+from sunk.operator.client import ApiError, Kube, object_path
 from sunk.operator.hashing import stable_hash
-from sunk.operator.kube import ApiError, Kube, object_path
 
 
 def with_hash(obj: dict[str, Any]) -> dict[str, Any]:

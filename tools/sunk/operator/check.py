@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import time
 
-from sunk.operator.kube import Kube, KubeConfig, path_for
+from sunk.operator.client import Kube, path_for
 
 
 async def _crd_established(kube: Kube, name: str) -> bool:
@@ -25,7 +25,7 @@ async def _deployment_available(kube: Kube, ref: str) -> bool:
 
 
 async def run_check(args: argparse.Namespace) -> int:
-    async with Kube(KubeConfig.load(args.kubeconfig)) as kube:
+    async with await Kube.connect(args.kubeconfig) as kube:
         deadline = time.monotonic() + args.timeout
         while True:
             failing = [

@@ -9,7 +9,7 @@ from typing import Any
 
 from sunk.models.conditions import Reason
 from sunk.models.crds import API_VERSION
-from sunk.operator.kube import Kube, path_for
+from sunk.operator.client import Kube, path_for
 
 
 def now() -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from sunk.operator.client import Kube
 from sunk.operator.conditions import now
-from sunk.operator.kube import Kube
 
 
 def as_pod(pod: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sunk.operator.kube import ApiError, Kube, path_for
+from sunk.operator.client import ApiError, Kube, path_for
 
 log = logging.getLogger("sunk.operator.leader")
 LEASE_SECONDS = 15

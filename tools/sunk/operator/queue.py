@@ -48,6 +48,10 @@ class WorkQueue:
         """Consecutive failed reconciles of ``key`` (0 after a success)."""
         return self._failures.get(key, 0)
 
+    def depth(self) -> int:
+        """Keys waiting to be reconciled (not those being reconciled now)."""
+        return len(self._queued)
+
     def add(self, key: Hashable) -> None:
         if key in self._running:
             self._again.add(key)

@@ -17,11 +17,13 @@ from pydantic import ValidationError
 from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, GROUP, VERSION, SlurmClusterSpec
 from sunk.operator import conditions, names
+from sunk.operator.cache import Listed, Reader, Watched
+from sunk.operator.client import Kube, path_for
 from sunk.operator.cluster.reconcile import reconcile_cluster
 from sunk.operator.conditions import write_status
 from sunk.operator.events import emit_on_change
 from sunk.operator.hashing import stable_hash
-from sunk.operator.kube import Kube, KubeConfig, path_for
+from sunk.operator.informer import Informer
 from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import WorkQueue
@@ -49,7 +51,6 @@ class RunningScheduler:
 
 @dataclass
 class Runtime:
-    config: KubeConfig
     kube: Kube
     metrics: Metrics = field(default_factory=Metrics)
     slurm_metrics: SlurmMetrics = field(default_factory=SlurmMetrics)
@@ -57,6 +58,9 @@ class Runtime:
     ready: bool = False
     namespaces: tuple[str, ...] = ()  # empty: every namespace
     hook_url: str = ""  # the lock hook as slurmd Pods reach it ("": Pods get no lock hook)
+    # Where the operator's own Pods run (POD_NAMESPACE): the clusters' NetworkPolicies let
+    # them reach slurmrestd. None outside a Pod.
+    operator_namespace: str | None = None
     # What the watches have shown: (kind, namespace, name) → spec.clusterName.
     known: dict[tuple[str, str, str], str] = field(default_factory=dict)
     node_fingerprints: dict[str, str] = field(default_factory=dict)
@@ -70,6 +74,14 @@ class Runtime:
     resync_seconds: float = RESYNC_SECONDS
     # Whether this replica may act (the leader's lease is fresh); always, without election.
     leading: Callable[[], bool] = field(default=lambda: True)
+    # Where reconciles read Nodes, Pods, NodeSets and SlurmClusters: the informers and kopf's
+    # indexes once the operator runs (`startup`); LISTs before.
+    reader: Reader | None = None
+    # Set by the first event handler: kopf calls none before every index has its initial
+    # list, so from then on the indexes are complete.
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+    informers: list[Informer] = field(default_factory=list)
+    tasks: list[asyncio.Task] = field(default_factory=list)
 
     def watches(self, ns: str) -> bool:
         return not self.namespaces or ns in self.namespaces
@@ -79,6 +91,7 @@ class Runtime:
         if not self.leading():  # stopped past the renew deadline: another replica may lead
             log.error("the leader lease is not fresh; exiting before acting on %s", key)
             os._exit(1)
+        await self.caches_synced()
         plural = "slurmclusters" if kind == "SlurmCluster" else "nodesets"
         body = await self.kube.get(path_for(API_VERSION, plural, ns, name))
         if body is None:
@@ -88,11 +101,11 @@ class Runtime:
                 self.stop_scheduler(ns, name)
                 self.cluster_generations.pop((ns, name), None)
             return  # deleted: owned objects go with it (owner references)
-        self.metrics.reconciles[kind] += 1
+        self.metrics.reconciles.labels(kind=kind).inc()
         started, writes = time.monotonic(), self.kube.writes
         try:
             if kind == "SlurmCluster":
-                await reconcile_cluster(self.kube, body)
+                await reconcile_cluster(self.kube, body, self.reader, self.operator_namespace)
                 self.ensure_syncer(ns, name, body)
                 self.ensure_scheduler(ns, name, body)
                 self._on_cluster_generation(ns, name, body)
@@ -104,19 +117,22 @@ class Runtime:
                     lambda s: self.recheck(key, s),
                     hook_url=self.hook_url,
                     namespaces=self.namespaces,
+                    reader=self.reader,
                 )
                 self.metrics.nodesets[(ns, name)] = status
         except Exception as exc:
-            self.metrics.errors[kind] += 1
+            self.metrics.errors.labels(kind=kind).inc()
             await self._report_failure(plural, body, exc)
             raise
         finally:
+            took = time.monotonic() - started
+            self.metrics.duration.labels(kind=kind).observe(took)
             log.info(
                 "reconciled %s %s/%s in %.2fs (%d writes)",
                 kind,
                 ns,
                 name,
-                time.monotonic() - started,
+                took,
                 self.kube.writes - writes,
             )
 
@@ -226,6 +242,7 @@ class Runtime:
             await self.queue.stop()
         tasks = [entry.task for entry in self.syncers.values()]
         tasks += [entry.task for entry in self.schedulers.values()]
+        tasks += self.tasks  # the informers, the resync
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -267,14 +284,20 @@ class Runtime:
             if kind == "SlurmCluster" and kns == ns and cluster and cluster_name == cluster:
                 self.enqueue(kind, ns, name)
 
+    async def caches_synced(self) -> None:
+        """Until every watch-fed cache holds its first list."""
+        await self.synced.wait()
+        for informer in self.informers:
+            await informer.synced.wait()
+
     async def enqueue_all(self) -> None:
-        """Every SlurmCluster and NodeSet: listed across the cluster, or in each watched
-        namespace (the operator may have no right to list elsewhere)."""
-        scopes: tuple[str | None, ...] = self.namespaces or (None,)
-        for kind, plural in (("SlurmCluster", "slurmclusters"), ("NodeSet", "nodesets")):
-            for ns in scopes:
-                for item in await self.kube.list(path_for(API_VERSION, plural, ns)):
-                    self.enqueue(kind, item["metadata"]["namespace"], item["metadata"]["name"])
+        """Every SlurmCluster and NodeSet the watches show."""
+        await self.caches_synced()
+        reader = self.reader or Listed(self.kube)
+        for item in await reader.clusters(None, self.namespaces):
+            self.enqueue("SlurmCluster", item["metadata"]["namespace"], item["metadata"]["name"])
+        for item in await reader.nodesets(None, self.namespaces):
+            self.enqueue("NodeSet", item["metadata"]["namespace"], item["metadata"]["name"])
 
     async def resync_forever(self) -> None:
         """Every ``resync_seconds``, every object is reconciled again; a failed LIST (API
@@ -283,7 +306,7 @@ class Runtime:
             try:
                 await self.enqueue_all()
             except Exception:
-                self.metrics.errors["resync"] += 1
+                self.metrics.errors.labels(kind="resync").inc()
                 log.exception("resync failed; trying again in %ss", self.resync_seconds)
             await asyncio.sleep(self.resync_seconds)
 
@@ -297,15 +320,18 @@ def _rt() -> Runtime:
 
 
 @kopf.on.login()
-def login(**_: object) -> kopf.ConnectionInfo:
-    config = _rt().config
+async def login(**_: object) -> kopf.ConnectionInfo:
+    """kopf's watches use the operator client's credentials; kopf calls this again after a
+    401, which then hands over the re-read token."""
+    kube = _rt().kube
+    config = kube.configuration
     return kopf.ConnectionInfo(
-        server=config.server,
-        ca_path=config.ca_path,
-        certificate_path=config.cert_path,
-        private_key_path=config.key_path,
-        token=config.token,
-        insecure=config.insecure,
+        server=config.host,
+        ca_path=config.ssl_ca_cert,
+        certificate_path=config.cert_file,
+        private_key_path=config.key_file,
+        token=await kube.token(),
+        insecure=not config.verify_ssl,
     )
 
 
@@ -326,7 +352,7 @@ async def wait_for_crds(kube: Kube, interval: float = 2.0) -> None:
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, **_: object) -> None:
+async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
     settings.posting.enabled = False  # our Events are written by the reconcilers, on change
     # No observation of namespaces and CRDs: the namespaces are given by name and our
     # resources are served before kopf starts (`wait_for_crds`), so the operator needs no
@@ -337,9 +363,17 @@ async def startup(settings: kopf.OperatorSettings, **_: object) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     rt = _rt()
+    nodes, slurmd, scheduled = informers(rt)
+    rt.informers = [nodes, *slurmd, *scheduled]
+    loop = asyncio.get_running_loop()
+    rt.tasks += [loop.create_task(i.run()) for i in rt.informers]
+    # kopf passes its indexes by name; Nodes and slurmd Pods come from the informers.
+    rt.reader = Watched(kwargs, nodes, slurmd)
     rt.queue = WorkQueue(rt.reconcile)
+    rt.metrics.queue_depth = rt.queue.depth
+    rt.metrics.writes = lambda: rt.kube.writes
     rt.queue.start()
-    asyncio.get_running_loop().create_task(rt.resync_forever())
+    rt.tasks.append(loop.create_task(rt.resync_forever()))
     rt.ready = True
 
 
@@ -357,6 +391,7 @@ def _track(rt: Runtime, kind: str, event: kopf.RawEvent, body: kopf.Body) -> Non
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
 def on_cluster(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     rt = _rt()
+    rt.synced.set()
     _track(rt, "SlurmCluster", event, body)
     rt.enqueue("SlurmCluster", body.metadata.namespace, body.metadata.name)
 
@@ -364,30 +399,29 @@ def on_cluster(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
 @kopf.on.event(GROUP, VERSION, "nodesets")
 def on_nodeset(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     rt = _rt()
+    rt.synced.set()
     _track(rt, "NodeSet", event, body)
     rt.enqueue("NodeSet", body.metadata.namespace, body.metadata.name)
     rt.enqueue_cluster(body.metadata.namespace, (body.spec or {}).get("clusterName"))
 
 
-def _node_fingerprint(body: kopf.Body) -> str:
+def _node_fingerprint(node: dict[str, Any]) -> str:
     """What feasibility, naming and topology read from a Node; heartbeats do not change it."""
-    status = body.get("status") or {}
+    status, spec = node.get("status") or {}, node.get("spec") or {}
     return stable_hash(
         [
-            body.metadata.labels,
-            (body.spec or {}).get("taints"),
-            (body.spec or {}).get("unschedulable"),
+            node["metadata"].get("labels"),
+            spec.get("taints"),
+            spec.get("unschedulable"),
             status.get("allocatable"),
             status.get("addresses"),
         ]
     )
 
 
-@kopf.on.event("", "v1", "nodes")
-def on_node(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
-    rt = _rt()
-    name = body.metadata.name
-    fingerprint = "" if event.get("type") == "DELETED" else _node_fingerprint(body)
+def on_node(rt: Runtime, kind: str, node: dict[str, Any]) -> None:
+    name = node["metadata"]["name"]
+    fingerprint = "" if kind == "DELETED" else _node_fingerprint(node)
     if rt.node_fingerprints.get(name) == fingerprint:
         return
     if fingerprint:
@@ -395,39 +429,65 @@ def on_node(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
     else:
         rt.node_fingerprints.pop(name, None)
     rt.enqueue_known()
-    labels = body.metadata.labels or {}
+    labels = node["metadata"].get("labels") or {}
     rt.wake_syncer(labels.get(names.LABEL_NAMESPACE) or "", labels.get(names.LABEL_CLUSTER) or "")
 
 
-@kopf.on.event("", "v1", "pods", labels={names.LABEL_NODESET: kopf.PRESENT})
-def on_pod(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
-    rt = _rt()
-    ns, labels = body.metadata.namespace, body.metadata.labels
+def on_pod(rt: Runtime, kind: str, pod: dict[str, Any]) -> None:
+    meta = pod["metadata"]
+    ns, labels = meta["namespace"], meta.get("labels") or {}
+    if names.LABEL_NODESET not in labels:
+        return
     rt.enqueue("NodeSet", ns, labels[names.LABEL_NODESET])
     rt.wake_syncer(ns, labels.get(names.LABEL_CLUSTER) or "")
     # Topology follows where pods run: re-render when a pod lands, moves or goes.
-    key = (ns, body.metadata.name)
-    node = "" if event.get("type") == "DELETED" else (body.spec or {}).get("nodeName") or ""
+    key = (ns, meta["name"])
+    node = "" if kind == "DELETED" else (pod.get("spec") or {}).get("nodeName") or ""
     if rt.pod_nodes.get(key) != node:
         rt.pod_nodes[key] = node
         rt.enqueue_cluster(ns, labels.get(names.LABEL_CLUSTER))
 
 
-def _names_a_scheduler(spec: kopf.Spec, **_: object) -> bool:
-    rt = RUNTIME
-    wanted = spec.get("schedulerName")
-    return rt is not None and any(e.scheduler.name == wanted for e in rt.schedulers.values())
+def on_scheduler_pod(rt: Runtime, kind: str, pod: dict[str, Any]) -> None:
+    """A Pod naming a scheduler other than the default appeared or changed: if it is one of
+    our Pod Schedulers', schedule now."""
+    wanted = (pod.get("spec") or {}).get("schedulerName") or ""
+    if any(e.scheduler.name == wanted for e in rt.schedulers.values()):
+        rt.wake_schedulers(wanted, pod["metadata"]["namespace"])
 
 
-@kopf.on.event("", "v1", "pods", when=_names_a_scheduler)
-def on_scheduled_pod(body: kopf.Body, **_: object) -> None:
-    """A Pod for one of our Pod Schedulers appeared or changed: schedule now."""
-    _rt().wake_schedulers((body.spec or {}).get("schedulerName") or "", body.metadata.namespace)
+def informers(rt: Runtime) -> tuple[Informer, list[Informer], list[Informer]]:
+    """The watches of the kinds that come in thousands, without kopf's per-event cost: every
+    Node, the slurmd Pods, and the Pods that name a scheduler other than the default (our
+    Pod Schedulers' are among them). Pods are watched in each watched namespace, or in all."""
+    kube = rt.kube
+    scopes: tuple[str | None, ...] = rt.namespaces or (None,)
+    nodes = Informer(kube, path_for("v1", "nodes"), on_event=lambda k, o: on_node(rt, k, o))
+    slurmd = [
+        Informer(
+            kube,
+            path_for("v1", "pods", ns),
+            label_selector=names.LABEL_NODESET,
+            on_event=lambda k, o: on_pod(rt, k, o),
+        )
+        for ns in scopes
+    ]
+    scheduled = [
+        Informer(
+            kube,
+            path_for("v1", "pods", ns),
+            field_selector="spec.schedulerName!=default-scheduler",
+            on_event=lambda k, o: on_scheduler_pod(rt, k, o),
+        )
+        for ns in scopes
+    ]
+    return nodes, slurmd, scheduled
 
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={names.LABEL_MANAGED_BY: names.MANAGER})
 @kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGER})
 def on_workload(body: kopf.Body, **_: object) -> None:
+    _rt().synced.set()
     _rt().enqueue_cluster(body.metadata.namespace, body.metadata.labels.get(names.LABEL_CLUSTER))
 
 
@@ -439,9 +499,8 @@ def health_app(rt: Runtime) -> web.Application:
         return web.Response(text="ok")  # standby replicas are healthy too
 
     async def metrics(_: web.Request) -> web.Response:
-        rt.metrics.api_writes = rt.kube.writes
-        text = rt.metrics.render() + rt.slurm_metrics.render().decode()
-        return web.Response(text=text, content_type="text/plain")
+        text = rt.metrics.render() + rt.slurm_metrics.render()
+        return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
     app = web.Application()
     app.add_routes(

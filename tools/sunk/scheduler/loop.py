@@ -16,9 +16,9 @@ from typing import Any
 from sunk.models.crds import SlurmClusterSpec
 from sunk.models.values import duration_seconds
 from sunk.operator import names
+from sunk.operator.client import ApiError, Kube, path_for
 from sunk.operator.conditions import now
 from sunk.operator.events import as_pod, emit
-from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.scheduler.plan import Actions, Job, plan
 from sunk.scheduler.podjob import ANN_JOB, ANN_NODE, Settings
 from sunk.syncer import lock

@@ -40,7 +40,7 @@ class Endpoints:
         name = spec.clusterName
         svc = service_domain(namespace)
         acct = spec.accounting
-        if acct.database.type == "external" or acct.external.enabled:
+        if acct.database_kind() == "external":
             storage_host, storage_port = acct.external.host or "", acct.external.port
         elif acct.database.type == "moco":
             storage_host, storage_port = f"moco-{name}-accounting-primary.{svc}", 3306

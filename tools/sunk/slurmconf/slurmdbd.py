@@ -50,7 +50,7 @@ FILE = "slurmdbd.conf"
 
 def render_slurmdbd_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
     acct, ep = inputs.cluster.accounting, inputs.endpoints
-    external = acct.database.type == "external" or acct.external.enabled
+    external = acct.database_kind() == "external"
     user = "slurm"
     if external:
         user = acct.external.user

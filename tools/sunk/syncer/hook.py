@@ -26,9 +26,9 @@ from typing import Any
 from aiohttp import web
 
 from sunk.operator import names
+from sunk.operator.client import ApiError, Kube, path_for
 from sunk.operator.conditions import now
 from sunk.operator.events import as_pod, emit
-from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.syncer import lock
 
 AUDIENCE = "sunk.coreweave.com/hook"

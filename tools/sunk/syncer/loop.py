@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sunk.operator import names
-from sunk.operator.kube import Kube, path_for
+from sunk.operator.client import Kube, path_for
 from sunk.syncer import lock
 from sunk.syncer.hook import Locker
 from sunk.syncer.plan import (
@@ -65,6 +65,7 @@ class Syncer:
         self.log.setLevel(log_level.upper())
         self.restd: Slurmrestd | None = None
         self.passes = 0
+        self.in_pass = False  # counters read between passes are whole (the benchmark waits)
         self._last_error = ""
         self._view: dict[str, SlurmNode] = {}
         self._wake = asyncio.Event()
@@ -117,7 +118,11 @@ class Syncer:
             while True:
                 try:
                     if self.active():
-                        await self.sync_once()
+                        self.in_pass = True
+                        try:
+                            await self.sync_once()
+                        finally:
+                            self.in_pass = False
                     self._last_error = ""
                 except asyncio.CancelledError:
                     raise

@@ -55,6 +55,11 @@ tests/cluster/rbac_unused.yaml.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, create, patch, delete]
+# Each cluster's NetworkPolicies (networkPolicy), by server-side apply; deleted when
+# switched off or when their component goes.
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
 # Events on SlurmClusters, NodeSets and slurmd Pods (written on changes, never updated).
 - apiGroups: [""]
   resources: [events]

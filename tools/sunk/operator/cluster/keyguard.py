@@ -66,8 +66,7 @@ def slots(spec: Any) -> list[KeySlot]:
             )
         )
     acct = spec.accounting
-    external = acct.database.type == "external" or acct.external.enabled
-    if acct.enabled and not external and acct.database.type == "mariadb":
+    if acct.enabled and acct.database_kind() == "mariadb":
         out.append(
             KeySlot(
                 "databasePassword",

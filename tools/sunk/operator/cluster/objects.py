@@ -30,10 +30,13 @@ SLURM_UID = 401
 # sshd's own needs and nothing more: bind port 22, chroot its privilege-separated child,
 # switch to the user, chown the session's pty and a new home, write the login audit record.
 SSHD_SECURITY_CONTEXT = {
+    # sshd switches to each user itself (root with SETUID/SETGID); no setuid binary is needed,
+    # so sessions cannot gain privileges through one (su, sudo) either.
+    "allowPrivilegeEscalation": False,
     "capabilities": {
         "drop": ["ALL"],
         "add": ["AUDIT_WRITE", "CHOWN", "NET_BIND_SERVICE", "SETGID", "SETUID", "SYS_CHROOT"],
-    }
+    },
 }
 
 
@@ -313,7 +316,8 @@ def _template(
     spec: dict[str, Any],
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    pod_labels = {**labels(ctx, component), **(opts.labels or {})}
+    # Ours win: selectors and the NetworkPolicies tell the components apart by them.
+    pod_labels = {**(opts.labels or {}), **labels(ctx, component)}
     pod_annotations = {**(opts.annotations or {}), **(annotations or {})}
     return {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": spec}
 
@@ -520,8 +524,7 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
 
 def database(ctx: ClusterContext) -> list[dict[str, Any]]:
     db = ctx.spec.accounting.database
-    external = db.type == "external" or ctx.spec.accounting.external.enabled
-    if external:
+    if ctx.spec.accounting.database_kind() == "external":
         return []
     secret_name, secret_key = ctx.db_password_secret or (names.db_secret(ctx.cluster), "password")
     if db.type == "moco":
@@ -659,6 +662,7 @@ def login(ctx: ClusterContext) -> list[dict[str, Any]]:
         *shared.volumes,
     ]
     pod = _pod_spec(ctx, opts, [container], volumes)
+    _pod_security(pod)
     sssd = directory.for_cluster(ctx.spec)
     if sssd is not None:
         container["env"].append(dict(directory.LOGIN_ENV))

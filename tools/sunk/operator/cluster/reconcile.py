@@ -17,7 +17,10 @@ from sunk.models import conditions as reasons
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names, shared_volumes
 from sunk.operator.apply import create_once, ensure
+from sunk.operator.cache import Listed, Reader
+from sunk.operator.client import ApiError, Kube, path_for
 from sunk.operator.cluster import keyguard, keys
+from sunk.operator.cluster.network import network_policies, operator_peer, policy_names
 from sunk.operator.cluster.objects import (
     ClusterContext,
     desired_objects,
@@ -25,7 +28,6 @@ from sunk.operator.cluster.objects import (
     slurmdbd_secret,
 )
 from sunk.operator.events import emit, emit_on_change
-from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.slurmconf import (
     ClusterInputs,
     Endpoints,
@@ -119,7 +121,7 @@ async def database_password(
 ) -> tuple[str | None, tuple[str, str] | None, str]:
     """(password, (secret, key), problem) for slurmdbd.conf."""
     acct = spec.accounting
-    if acct.database.type == "external" or acct.external.enabled:
+    if acct.database_kind() == "external":
         ref = acct.external.passwordSecret
         if ref is None:
             return None, None, "accounting.external.passwordSecret is not set"
@@ -134,8 +136,8 @@ async def database_password(
     return base64.b64decode(secret["data"][secret_ref[1]]).decode(), secret_ref, ""
 
 
-async def cluster_nodesets(kube: Kube, ns: str, cluster: str) -> list[NodeSetInput]:
-    items = await kube.list(path_for(API_VERSION, "nodesets", ns))
+async def cluster_nodesets(reader: Reader, ns: str, cluster: str) -> list[NodeSetInput]:
+    items = await reader.nodesets(ns)
     out = []
     for item in items:
         if (item.get("spec") or {}).get("clusterName") != cluster:
@@ -149,17 +151,12 @@ async def cluster_nodesets(kube: Kube, ns: str, cluster: str) -> list[NodeSetInp
     return out
 
 
-async def placements(kube: Kube, ns: str, cluster: str) -> list[Placement]:
-    pods = await kube.list(
-        path_for("v1", "pods", ns), f"{names.LABEL_CLUSTER}={cluster},{names.LABEL_NODESET}"
-    )
+async def placements(reader: Reader, ns: str, cluster: str) -> list[Placement]:
+    pods = await reader.cluster_pods(ns, cluster)
     wanted = {p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")}
     if not wanted:
         return []
-    nodes = {
-        n["metadata"]["name"]: n["metadata"].get("labels") or {}
-        for n in await kube.list(path_for("v1", "nodes"))
-    }
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in await reader.nodes()}
     return [
         Placement(p["metadata"]["name"], nodes[p["spec"]["nodeName"]])
         for p in pods
@@ -177,8 +174,17 @@ async def workload_ready(kube: Kube, obj: dict[str, Any]) -> bool:
     return (live.get("status") or {}).get("readyReplicas", 0) >= want
 
 
-async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
-    """Returns the status written (or kept)."""
+async def reconcile_cluster(
+    kube: Kube,
+    body: dict[str, Any],
+    reader: Reader | None = None,
+    operator_namespace: str | None = None,
+) -> dict[str, Any]:
+    """Returns the status written (or kept). ``reader``: where NodeSets, Pods and Nodes are
+    read (the operator's watches; default: LISTs). ``operator_namespace``: where the
+    operator's own Pods run (the NetworkPolicies let them reach slurmrestd); None outside a
+    Pod."""
+    reader = reader or Listed(kube)
     try:
         spec = SlurmClusterSpec.model_validate(body["spec"])
     except ValidationError as exc:
@@ -197,18 +203,23 @@ async def reconcile_cluster(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
             [conditions.condition("Ready", False, reasons.KEY_MISSING, keys_state.missing)],
             keys=keys_state.records,
         )
-    return await _reconcile_workloads(kube, body, spec, keys_state)
+    return await _reconcile_workloads(kube, reader, body, spec, keys_state, operator_namespace)
 
 
 async def _reconcile_workloads(
-    kube: Kube, body: dict[str, Any], spec: SlurmClusterSpec, keys_state: KeyState
+    kube: Kube,
+    reader: Reader,
+    body: dict[str, Any],
+    spec: SlurmClusterSpec,
+    keys_state: KeyState,
+    operator_namespace: str | None,
 ) -> dict[str, Any]:
     """Render the configuration, apply the control plane, report readiness."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     munge, jwt = keys_state.munge, keys_state.jwt
     problems: list[tuple[str, str]] = []
-    nodesets = await cluster_nodesets(kube, ns, spec.clusterName)
+    nodesets = await cluster_nodesets(reader, ns, spec.clusterName)
     password, secret_ref, db_problem = (None, None, "")
     if spec.accounting.enabled:
         password, secret_ref, db_problem = await database_password(kube, ns, spec)
@@ -224,7 +235,7 @@ async def _reconcile_workloads(
         spec,
         tuple(nodesets),
         Endpoints.for_cluster(spec, ns),
-        tuple(await placements(kube, ns, spec.clusterName)),
+        tuple(await placements(reader, ns, spec.clusterName)),
         password if password is not None else "",
     )
     try:
@@ -248,6 +259,9 @@ async def _reconcile_workloads(
             login_problem = str(shared_volumes.VolumeConfigError(shared.problems))
             await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, login_problem)
     objects = desired_objects(ctx, with_login=not login_problem)
+    policies = network_policies(ctx, operator_peer(operator_namespace))
+    # First, so no Pod this pass starts (MariaDB's, say) is ever reachable without them.
+    objects[:0] = policies
     if spec.accounting.enabled:
         dbd = slurmdbd_secret(ctx)
         if dbd is not None and password is not None:
@@ -259,13 +273,23 @@ async def _reconcile_workloads(
             await ensure(kube, obj)
         except ApiError as exc:
             problems.append((obj["kind"], str(exc)))
-    for budget in disruption_budgets_off(ctx):
-        if budget == names.login(spec.clusterName) and login_problem:
-            continue  # the login objects are left as they run
+    unwanted = [
+        ("PodDisruptionBudget", path_for("policy/v1", "poddisruptionbudgets", ns, budget))
+        for budget in disruption_budgets_off(ctx)
+        # with a login problem the login objects are left as they run
+        if not (budget == names.login(spec.clusterName) and login_problem)
+    ]
+    wanted = {p["metadata"]["name"] for p in policies}
+    unwanted += [
+        ("NetworkPolicy", path_for("networking.k8s.io/v1", "networkpolicies", ns, policy))
+        for policy in policy_names(spec.clusterName)
+        if policy not in wanted
+    ]
+    for kind, path in unwanted:
         try:
-            await remove_budget(kube, ns, budget, spec.clusterName)
+            await remove_owned(kube, path, spec.clusterName)
         except ApiError as exc:
-            problems.append(("PodDisruptionBudget", str(exc)))
+            problems.append((kind, str(exc)))
 
     components = [("Controller", objects_of(objects, "controller"))]
     if spec.accounting.enabled:
@@ -302,10 +326,10 @@ async def _reconcile_workloads(
     return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
 
 
-async def remove_budget(kube: Kube, ns: str, name: str, cluster: str) -> None:
-    """Delete a PodDisruptionBudget the operator made for ``cluster`` and its spec no longer
-    asks for (nothing is pruned otherwise: without this, switching one off would not act)."""
-    path = path_for("policy/v1", "poddisruptionbudgets", ns, name)
+async def remove_owned(kube: Kube, path: str, cluster: str) -> None:
+    """Delete a PodDisruptionBudget or NetworkPolicy the operator made for ``cluster`` and its
+    spec no longer asks for (nothing is pruned otherwise: without this, switching one off
+    would not act). One missing, or not ours, is left alone."""
     live = await kube.get(path)
     labels = ((live or {}).get("metadata") or {}).get("labels") or {}
     if labels.get(names.LABEL_MANAGED_BY) == names.MANAGER and (

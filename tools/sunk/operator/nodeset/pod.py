@@ -29,6 +29,23 @@ ROOT_THEN_USER_SECURITY_CONTEXT = {
         "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
     },
 }
+# slurmd unprivileged, with what it and the jobs it starts as their users need: remount its
+# read-only cgroup mounts writable (the entrypoint) and write the v1 devices controller
+# (ConstrainDevices) (SYS_ADMIN); own and reach job files and spool directories (CHOWN,
+# DAC_OVERRIDE, FOWNER); start job steps as their users (SETUID, SETGID); signal them (KILL);
+# set their CPU affinity and priority (SYS_NICE). No host device, /proc and /sys stay masked
+# and read-only. Seccomp and privilege escalation stay the runtime's: jobs may run setuid
+# programs. A group's `securityContext` replaces it ({privileged: true}: as in SUNK).
+SLURMD_SECURITY_CONTEXT = {
+    "privileged": False,
+    "capabilities": {
+        "drop": ["ALL"],
+        "add": [
+            "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "SYS_ADMIN",
+            "SYS_NICE",
+        ],
+    },
+}  # fmt: skip
 # Keep slurmd pods where they are through node trouble, as a DaemonSet would.
 NODE_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -206,6 +223,9 @@ def build_pod(
     meta = template.get("metadata") or {}
     labels = {
         **(meta.get("labels") or {}),
+        # Set over the template's: the NetworkPolicies tell components apart by it, so a
+        # template cannot make its Pods pass for slurmdbd (which may reach MariaDB).
+        names.LABEL_COMPONENT: "slurmd",
         names.LABEL_NODESET: nodeset.name,
         names.LABEL_CLUSTER: ctx.cluster,
         names.LABEL_POD: pod_name,
@@ -231,7 +251,7 @@ def build_pod(
             continue
         container["args"] = ["slurmd"]
         container["env"] = [*env, *(container.get("env") or [])]
-        container.setdefault("securityContext", {"privileged": True})
+        container.setdefault("securityContext", copy.deepcopy(SLURMD_SECURITY_CONTEXT))
         container["volumeMounts"] = [
             *(container.get("volumeMounts") or []),
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},

@@ -16,9 +16,10 @@ from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.models.k8s import image_ref
 from sunk.operator import conditions, directory, names, s6
 from sunk.operator.apply import ensure
+from sunk.operator.cache import Listed, Reader
+from sunk.operator.client import ApiError, Kube, path_for
 from sunk.operator.cluster.objects import service_account
 from sunk.operator.events import emit, emit_on_change
-from sunk.operator.kube import ApiError, Kube, path_for
 from sunk.operator.nodeset import removal
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext, owner_reference, s6_services
@@ -61,25 +62,30 @@ async def _bounded(tasks: list, limit: int = PARALLEL_WRITES) -> list:
 
 async def _claim(kube: Kube, node: dict[str, Any], nodeset: str, ns: str, cluster: str) -> bool:
     """Label the Node as ours, guarded by its resourceVersion: of two NodeSets racing for a
-    Node, exactly one wins; the other gets 409 and sees the label on its next pass."""
-    meta = node["metadata"]
-    patch = {
-        "metadata": {
-            "resourceVersion": meta["resourceVersion"],
-            "labels": {
-                names.LABEL_NODESET: nodeset,
-                names.LABEL_NAMESPACE: ns,
-                names.LABEL_CLUSTER: cluster,
-            },
-        }
-    }
-    try:
-        await kube.merge_patch(path_for("v1", "nodes", None, meta["name"]), patch)
-    except ApiError as exc:
-        if exc.status == 409:
+    Node, exactly one wins; the other gets 409 and sees the label on its next pass.
+
+    The Node read from the watch may be older than the API server's (a heartbeat, our own
+    label not yet seen): on 409 the Node is read again, and it is ours if our label is on it,
+    someone else's if theirs is, and claimed once more if it is still free."""
+    path = path_for("v1", "nodes", None, node["metadata"]["name"])
+    labels = {names.LABEL_NODESET: nodeset, names.LABEL_NAMESPACE: ns, names.LABEL_CLUSTER: cluster}
+    for _ in range(2):
+        version = node["metadata"]["resourceVersion"]
+        patch = {"metadata": {"resourceVersion": version, "labels": labels}}
+        try:
+            await kube.merge_patch(path, patch)
+            return True
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        fresh = await kube.get(path)
+        if fresh is None:
             return False
-        raise
-    return True
+        current = fresh["metadata"].get("labels") or {}
+        if current.get(names.LABEL_NODESET):
+            return all(current.get(k) == v for k, v in labels.items())
+        node = fresh
+    return False
 
 
 async def _release(kube: Kube, node: dict[str, Any]) -> None:
@@ -98,12 +104,34 @@ async def _release(kube: Kube, node: dict[str, Any]) -> None:
             raise
 
 
-async def _create_pod(kube: Kube, pod: dict[str, Any]) -> None:
+class PodNameTaken(RuntimeError):
+    """A Pod this NodeSet would create exists already and is not this NodeSet's."""
+
+
+async def _create_pod(kube: Kube, pod: dict[str, Any]) -> bool:
+    """Create the Pod; True when this request made it. A 409 is fine when the Pod is ours (an
+    earlier pass, a create whose answer was lost and was repeated, or a replaced Pod still
+    terminating); a Pod of that name owned by anything else is an error the NodeSet reports
+    (ReconcileFailed), not something to skip silently."""
     try:
         await kube.create(pod)
+        return True
     except ApiError as exc:
         if exc.status != 409:
             raise
+        meta = pod["metadata"]
+        existing = await kube.get(path_for("v1", "pods", meta["namespace"], meta["name"]))
+        if existing is None:
+            return False  # gone meanwhile: the next pass creates it
+        ours = {o.get("uid") for o in meta.get("ownerReferences") or []}
+        theirs = existing["metadata"].get("ownerReferences") or []
+        if not ours & {o.get("uid") for o in theirs}:
+            owner = ", ".join(f"{o.get('kind')}/{o.get('name')}" for o in theirs) or "no owner"
+            raise PodNameTaken(
+                f"Pod {meta['namespace']}/{meta['name']} exists and belongs to {owner}; "
+                "this NodeSet cannot create its Pod of that name"
+            ) from None
+        return False
 
 
 async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> None:
@@ -166,11 +194,15 @@ async def reconcile_nodeset(
     recheck: Callable[[float], None] | None = None,
     hook_url: str = "",
     namespaces: tuple[str, ...] = (),
+    reader: Reader | None = None,
 ) -> dict[str, Any]:
     """``link_for`` finds the cluster's Syncer; ``recheck(seconds)`` asks for another
     reconcile when a removal's grace period runs out; ``hook_url`` is the operator's lock
     hook, given to the Pods when their cluster locks nodes; ``namespaces`` are the ones the
-    operator watches (empty: all), the only ones it may read NodeSets in."""
+    operator watches (empty: all), the only ones it may read NodeSets in; ``reader`` is where
+    Nodes, Pods, NodeSets and SlurmClusters are read (the operator's watches; default: LISTs).
+    """
+    reader = reader or Listed(kube)
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     deleting = bool(meta.get("deletionTimestamp"))
@@ -186,7 +218,7 @@ async def reconcile_nodeset(
             [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
         )
     nodeset = NodeSetInput(name, spec.model_copy(update={"replicas": 0}) if deleting else spec)
-    cluster_obj = await _find_cluster(kube, ns, spec.clusterName)
+    cluster_obj = await _find_cluster(reader, ns, spec.clusterName)
     if cluster_obj is None:
         if deleting:  # no Slurm to protect any more: the Pods go with the NodeSet
             await _set_finalizer(kube, body, False)
@@ -216,17 +248,15 @@ async def reconcile_nodeset(
     elif not deleting:
         await _set_finalizer(kube, body, True)
     ctx = pod_context(ns, cluster_obj["metadata"]["name"], cluster, spec, hook_url)
-    nodes = await kube.list(path_for("v1", "nodes"))
-    pods = await kube.list(path_for("v1", "pods", ns), f"{names.LABEL_NODESET}={name}")
+    nodes = await reader.nodes()
     pods = [
         p
-        for p in pods
+        for p in await reader.nodeset_pods(ns, name)
         if any(o.get("uid") == meta["uid"] for o in p["metadata"].get("ownerReferences") or [])
     ]
     live = {
         (i["metadata"]["namespace"], i["metadata"]["name"])
-        for path in _nodeset_lists(namespaces)
-        for i in await kube.list(path)
+        for i in await reader.nodesets(None, namespaces)
     }
     try:
         result = plan(nodeset, body, ctx, nodes, pods, live, view, namespaces or None)
@@ -269,7 +299,10 @@ async def reconcile_nodeset(
                 await _forget(link, pod["metadata"]["name"])
     if creatable:
         await _pod_prerequisites(kube, body, cluster_obj, nodeset, ctx)
-    await _bounded([_create_pod(kube, p) for p in creatable])
+    made = await _bounded([_create_pod(kube, p) for p in creatable])
+    # Only Pods this pass made: a 409 may be an old Pod still terminating, which must not be
+    # read as present once the watch shows it gone.
+    reader.expect([p for p, new in zip(creatable, made, strict=True) if new])
     wanted = {pod: "NodeSet deleted" if deleting else why for pod, why in result.delete}
     grace = cluster.syncer.removalGracePeriodSeconds
     steps = removal.decide(pods, wanted, view, safe, grace, time.time())
@@ -303,14 +336,6 @@ async def _pod_prerequisites(
         owners = [owner_reference("NodeSet", body)]
         name = names.nodeset_s6_map(nodeset.name)
         await ensure(kube, s6.config_map(name, ctx.namespace, services, labels, owners))
-
-
-def _nodeset_lists(namespaces: tuple[str, ...]) -> list[str]:
-    """Where to list NodeSets: every namespace, or each watched one (a namespaced operator
-    may not list across the cluster)."""
-    if not namespaces:
-        return [path_for(API_VERSION, "nodesets")]
-    return [path_for(API_VERSION, "nodesets", ns) for ns in namespaces]
 
 
 async def _forget(link: SlurmLink, node: str) -> None:
@@ -423,8 +448,8 @@ def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str
     return conds
 
 
-async def _find_cluster(kube: Kube, ns: str, cluster: str) -> dict[str, Any] | None:
-    for item in await kube.list(path_for(API_VERSION, "slurmclusters", ns)):
+async def _find_cluster(reader: Reader, ns: str, cluster: str) -> dict[str, Any] | None:
+    for item in await reader.clusters(ns):
         if (item.get("spec") or {}).get("clusterName") == cluster:
             return item
     return None
