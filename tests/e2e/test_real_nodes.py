@@ -178,6 +178,18 @@ def test_srun_spans_two_pods_on_two_nodes(slurm: SlurmDeployment):
     assert hostnames == pods, (out, pods)
 
 
+def test_job_steps_run_under_the_runtime_default_seccomp_profile(slurm: SlurmDeployment):
+    """slurmd Pods default to seccomp RuntimeDefault: every task of a two-node step runs under
+    the filter (mode 2 in its /proc status), and the jobs above ran so."""
+    pods = slurm.running_pods("compute")
+    for pod in pods:
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    script = "echo \"$(hostname) $(awk '/^Seccomp:/ {print $2}' /proc/self/status)\""
+    out = slurm.login("srun", "-N2", "--ntasks-per-node=1", "bash", "-c", script, timeout=300)
+    expected = sorted(f"{p['metadata']['name']} 2" for p in pods)
+    assert sorted(line.strip() for line in out.strip().splitlines()) == expected, out
+
+
 def _reaches(slurm: SlurmDeployment, pod: str, container: str, ip: str, port: int) -> bool:
     """Whether ``pod`` opens a TCP connection to ``ip:port`` within 5 s (a policy drops the
     first packet, so a refused connection waits out the timeout)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sunk.models.crds import NodeSetSpec
 from sunk.operator import names
-from sunk.operator.nodeset.pod import SLURMD_SECURITY_CONTEXT
+from sunk.operator.nodeset.pod import POD_SECURITY_CONTEXT, SLURMD_SECURITY_CONTEXT
 from sunk.slurmconf.inputs import NodeSetInput
 from tests.unit.operator.test_shared_volumes import cluster, container, slurmd_pod
 
@@ -24,6 +24,21 @@ def test_slurmd_is_unprivileged_with_a_listed_capability_set():
     # a copy: changing one Pod's context changes no other
     security["capabilities"]["add"].append("NET_ADMIN")
     assert "NET_ADMIN" not in SLURMD_SECURITY_CONTEXT["capabilities"]["add"]
+
+
+def test_slurmd_pods_run_under_the_runtime_default_seccomp_profile():
+    pod = slurmd_pod(cluster(), group({"name": "slurmd", "image": "slurmd:1"}))
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    # a copy per Pod
+    pod["spec"]["securityContext"]["fsGroup"] = 5
+    assert "fsGroup" not in POD_SECURITY_CONTEXT
+
+
+def test_a_templates_pod_security_context_replaces_the_default():
+    template = {"spec": {"securityContext": {"runAsUser": 0}, "containers": [{"name": "slurmd"}]}}
+    spec = NodeSetSpec(clusterName="c", template=template)
+    pod = slurmd_pod(cluster(), NodeSetInput("cpu", spec))
+    assert pod["spec"]["securityContext"] == {"runAsUser": 0}
 
 
 def test_a_groups_security_context_replaces_it_privileged_as_in_sunk():

@@ -17,6 +17,7 @@ from sunk.operator import directory, names, s6, shared_volumes
 from sunk.operator.hashing import stable_hash
 from sunk.operator.nodeset.pod import (
     MUNGE_SOCKET,
+    POD_SECURITY_CONTEXT,
     ROOT_THEN_USER_SECURITY_CONTEXT,
     munge_sidecar,
     munge_volumes,
@@ -49,7 +50,6 @@ RECONFIGURE_SECURITY_CONTEXT = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
 }
-POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
 # Requests (never limits: see checkov-skips.yaml) of a component whose `resources` is unset.
 DEFAULT_REQUESTS = {
     "slurmctld": {"cpu": "100m", "memory": "256Mi"},

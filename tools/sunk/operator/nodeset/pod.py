@@ -34,8 +34,9 @@ ROOT_THEN_USER_SECURITY_CONTEXT = {
 # (ConstrainDevices) (SYS_ADMIN); own and reach job files and spool directories (CHOWN,
 # DAC_OVERRIDE, FOWNER); start job steps as their users (SETUID, SETGID); signal them (KILL);
 # set their CPU affinity and priority (SYS_NICE). No host device, /proc and /sys stay masked
-# and read-only. Seccomp and privilege escalation stay the runtime's: jobs may run setuid
-# programs. A group's `securityContext` replaces it ({privileged: true}: as in SUNK).
+# and read-only. Privilege escalation stays allowed: jobs may run setuid programs (sudo,
+# Apptainer's starter). A group's `securityContext` replaces it ({privileged: true}: as in
+# SUNK, and then the runtime applies no seccomp profile either).
 SLURMD_SECURITY_CONTEXT = {
     "privileged": False,
     "capabilities": {
@@ -46,6 +47,12 @@ SLURMD_SECURITY_CONTEXT = {
         ],
     },
 }  # fmt: skip
+# Every Pod the operator builds runs under the runtime's default seccomp profile unless its
+# podSecurityContext (a slurmd template's spec.securityContext) says otherwise. That profile
+# allows what needs a capability the container holds (slurmd's SYS_ADMIN: mount, unshare and
+# user namespaces for job containers; SYS_NICE: the NUMA calls of bound tasks), so jobs keep
+# them; it refuses what no job needs (kernel modules, kexec, keyrings, clock changes).
+POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
 # Keep slurmd pods where they are through node trouble, as a DaemonSet would.
 NODE_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -258,6 +265,7 @@ def build_pod(
         ]
         container["volumeMounts"] += _script_mounts(ctx)
     spec["containers"] = [*containers, munge_sidecar(ctx.controller_image, ctx.munge_resources)]
+    spec.setdefault("securityContext", copy.deepcopy(POD_SECURITY_CONTEXT))
     spec["volumes"] = [
         *(spec.get("volumes") or []),
         *munge_volumes(ctx.munge_secret),
