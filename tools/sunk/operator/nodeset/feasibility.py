@@ -102,9 +102,13 @@ def pod_requests(pod_spec: dict[str, Any]) -> dict[str, Decimal]:
     return total
 
 
-def short_of(pod_spec: dict[str, Any], node: dict[str, Any]) -> str | None:
+def short_of(
+    pod_spec: dict[str, Any], node: dict[str, Any], requests: dict[str, Decimal] | None = None
+) -> str | None:
+    """``requests``: ``pod_requests(pod_spec)`` when the caller has it already."""
     allocatable = node.get("status", {}).get("allocatable") or {}
-    for name, wanted in sorted(pod_requests(pod_spec).items()):
+    wanted_all = pod_requests(pod_spec) if requests is None else requests
+    for name, wanted in sorted(wanted_all.items()):
         try:
             have = parse_quantity(allocatable.get(name, 0))
         except QuantityError:
@@ -114,7 +118,9 @@ def short_of(pod_spec: dict[str, Any], node: dict[str, Any]) -> str | None:
     return None
 
 
-def evaluate(pod_spec: dict[str, Any], node: dict[str, Any]) -> Verdict:
+def evaluate(
+    pod_spec: dict[str, Any], node: dict[str, Any], requests: dict[str, Decimal] | None = None
+) -> Verdict:
     if not required_affinity_matches(pod_spec, node):
         return Verdict(False, "required node affinity does not match")
     taint = untolerated_taint(pod_spec, node)
@@ -123,7 +129,7 @@ def evaluate(pod_spec: dict[str, Any], node: dict[str, Any]) -> Verdict:
             False,
             f"untolerated taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}",
         )
-    missing = short_of(pod_spec, node)
+    missing = short_of(pod_spec, node, requests)
     if missing:
         return Verdict(False, f"insufficient resources ({missing})")
     if not internal_ip(node):

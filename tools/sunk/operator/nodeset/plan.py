@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import names
-from sunk.operator.nodeset.feasibility import evaluate, internal_ip
+from sunk.operator.nodeset.feasibility import evaluate, internal_ip, pod_requests
 from sunk.operator.nodeset.naming import pod_name
 from sunk.operator.nodeset.pod import (
     NODE_TOLERATIONS,
@@ -98,18 +98,11 @@ def scale_down_order(
         node = (slurm or {}).get(pod["metadata"]["name"])
         return ACTIVITY_RANK[node.activity] if node is not None else 1
 
-    return sorted(
-        pods,
-        key=lambda p: (
-            rank(p),
-            _neg_time(p["metadata"].get("creationTimestamp", "")),
-            p["metadata"]["name"],
-        ),
-    )
-
-
-def _neg_time(stamp: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in stamp)
+    # Three stable sorts, least significant key first: name, then newest first, then class.
+    ordered = sorted(pods, key=lambda p: p["metadata"]["name"])
+    ordered.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
+    ordered.sort(key=rank)
+    return ordered
 
 
 def plan(
@@ -141,6 +134,7 @@ def plan(
             {"name": "munge", "resources": munge_resources(ctx.munge_resources)},
         ],
     }
+    requests = pod_requests(check_spec)  # once, not per Node
     by_node = {_node_of(p): p for p in pods}
 
     feasible: list[dict[str, Any]] = []
@@ -149,7 +143,7 @@ def plan(
         node_name = node["metadata"]["name"]
         owner_label = (node["metadata"].get("labels") or {}).get(names.LABEL_NODESET)
         owner_ns = (node["metadata"].get("labels") or {}).get(names.LABEL_NAMESPACE)
-        verdict = evaluate(check_spec, node)
+        verdict = evaluate(check_spec, node, requests)
         if not verdict.feasible:
             result.infeasible[node_name] = verdict.reason
             if owner_label == nodeset.name and owner_ns == ctx.namespace:

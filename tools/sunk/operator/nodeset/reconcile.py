@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -132,6 +133,36 @@ async def _create_pod(kube: Kube, pod: dict[str, Any]) -> bool:
                 "this NodeSet cannot create its Pod of that name"
             ) from None
         return False
+
+
+class Placed(enum.Enum):
+    CREATED = "created"  # this request made the Pod
+    EXISTED = "existed"  # ours already (an earlier pass, a repeated create)
+    LOST = "lost"  # another NodeSet claimed the Node first: no Pod
+
+
+async def _place(
+    kube: Kube, result: Plan, by_name: dict[str, Any], nodeset: str, ns: str, cluster: str
+) -> tuple[list[tuple[dict[str, Any], Placed]], list[str]]:
+    """Claim each Node the plan takes and create its Pod right after, Node by Node (up to
+    PARALLEL_WRITES at once): the first Pods start one round trip after the reconcile does,
+    not after every claim, and the API server works on claims and creates together."""
+    claims = set(result.claim)
+
+    async def one(pod: dict[str, Any]) -> Placed:
+        node = _pinned_node(pod)
+        if node in claims and not await _claim(kube, by_name[node], nodeset, ns, cluster):
+            return Placed.LOST
+        return Placed.CREATED if await _create_pod(kube, pod) else Placed.EXISTED
+
+    pinned = {_pinned_node(p) for p in result.create}
+    # A Node our Pod runs on lost its label (removed by hand, say): claimed again, alone.
+    alone = [n for n in result.claim if n not in pinned]
+    won = await _bounded([_claim(kube, by_name[n], nodeset, ns, cluster) for n in alone])
+    placed = list(zip(result.create, await _bounded([one(p) for p in result.create]), strict=True))
+    lost = [n for n, ok in zip(alone, won, strict=True) if not ok]
+    lost += [_pinned_node(pod) for pod, outcome in placed if outcome is Placed.LOST]
+    return placed, lost
 
 
 async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> None:
@@ -276,33 +307,20 @@ async def reconcile_nodeset(
             [conditions.condition("Ready", False, reasons.CONFIG_INVALID, str(exc))],
         )
     by_name = {n["metadata"]["name"]: n for n in nodes}
-
-    lost = [
-        n
-        for n, won in zip(
-            result.claim,
-            await _bounded(
-                [_claim(kube, by_name[n], name, ns, cluster.clusterName) for n in result.claim]
-            ),
-            strict=True,
-        )
-        if not won
-    ]
-    creatable = [p for p in result.create if _pinned_node(p) not in lost]
-    for node_name in lost:
-        result.claimed_elsewhere[node_name] = "claimed concurrently by another NodeSet"
     await _bounded([_release(kube, by_name[n]) for n in result.release])
     if link is not None and view is not None:
         # A name coming back (a replaced Pod) starts from a fresh Slurm node record.
-        for pod in creatable:
+        for pod in result.create:
             if pod["metadata"]["name"] in view:
                 await _forget(link, pod["metadata"]["name"])
-    if creatable:
+    if result.create:
         await _pod_prerequisites(kube, body, cluster_obj, nodeset, ctx)
-    made = await _bounded([_create_pod(kube, p) for p in creatable])
+    placed, lost = await _place(kube, result, by_name, name, ns, cluster.clusterName)
     # Only Pods this pass made: a 409 may be an old Pod still terminating, which must not be
     # read as present once the watch shows it gone.
-    reader.expect([p for p, new in zip(creatable, made, strict=True) if new])
+    reader.expect([pod for pod, outcome in placed if outcome is Placed.CREATED])
+    for node_name in lost:
+        result.claimed_elsewhere[node_name] = "claimed concurrently by another NodeSet"
     wanted = {pod: "NodeSet deleted" if deleting else why for pod, why in result.delete}
     grace = cluster.syncer.removalGracePeriodSeconds
     steps = removal.decide(pods, wanted, view, safe, grace, time.time())
