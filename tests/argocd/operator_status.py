@@ -11,138 +11,17 @@ kubelet and the StatefulSet controller would.
 from __future__ import annotations
 
 import asyncio
-import copy
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sunk.models.crds import API_VERSION
 from sunk.operator import names
-from sunk.operator.client import PLURALS, ApiError
 from sunk.operator.cluster.reconcile import reconcile_cluster
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
+from tests.fakes.kube import FakeKube
 
 NS = "slurm"
-_uids = itertools.count(1)
-
-Key = tuple[str, str, str | None, str | None]
-
-
-def _parse(path: str) -> tuple[Key, str | None]:
-    parts = path.strip("/").split("/")
-    if parts[0] == "api":
-        api, rest = parts[1], parts[2:]
-    else:
-        api, rest = f"{parts[1]}/{parts[2]}", parts[3:]
-    ns = None
-    if rest[0] == "namespaces" and len(rest) > 2:
-        ns, rest = rest[1], rest[2:]
-    name = rest[1] if len(rest) > 1 else None
-    sub = rest[2] if len(rest) > 2 else None
-    return (api, rest[0], ns, name), sub
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
-def _selected(obj: dict[str, Any], selector: str | None) -> bool:
-    labels = obj["metadata"].get("labels") or {}
-    for term in (selector or "").split(","):
-        if not term:
-            continue
-        key, _, value = term.partition("=")
-        if key not in labels or (value and labels[key] != value):
-            return False
-    return True
-
-
-class FakeKube:
-    """The calls of ``sunk.operator.client.Kube`` the reconcilers use, over a dict."""
-
-    def __init__(self) -> None:
-        self.objects: dict[Key, dict[str, Any]] = {}
-        self.refuse: set[str] = set()  # kinds whose apply the "API server" rejects
-        self.writes = 0
-
-    def _key(self, obj: dict[str, Any]) -> Key:
-        meta = obj["metadata"]
-        return (obj["apiVersion"], PLURALS[obj["kind"]], meta.get("namespace"), meta["name"])
-
-    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
-        meta = obj["metadata"]
-        meta.setdefault("uid", f"uid-{next(_uids)}")
-        meta["resourceVersion"] = str(next(_uids))
-        self.objects[self._key(obj)] = obj
-        return obj
-
-    def read(self, kind: str, name: str, ns: str | None = NS) -> dict[str, Any]:
-        api = API_VERSION if kind in ("NodeSet", "SlurmCluster") else "v1"
-        if kind in ("StatefulSet", "Deployment"):
-            api = "apps/v1"
-        return copy.deepcopy(self.objects[(api, PLURALS[kind], ns, name)])
-
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [copy.deepcopy(o) for o in self.objects.values() if o["kind"] == kind]
-
-    async def get(self, path: str) -> dict[str, Any] | None:
-        key, _ = _parse(path)
-        obj = self.objects.get(key)
-        return copy.deepcopy(obj) if obj else None
-
-    async def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        (api, plural, ns, _), _ = _parse(path)
-        return [
-            copy.deepcopy(o)
-            for (a, p, n, _), o in self.objects.items()
-            if a == api and p == plural and (ns is None or n == ns) and _selected(o, label_selector)
-        ]
-
-    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.writes += 1
-        if self._key(obj) in self.objects:
-            raise ApiError("POST", "", 409, "AlreadyExists")
-        return self.put(obj)
-
-    async def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.writes += 1
-        if obj["kind"] in self.refuse:
-            raise ApiError("PATCH", "", 422, f"{obj['kind']} is invalid: spec: Forbidden")
-        live = self.objects.get(self._key(obj))
-        merged = copy.deepcopy(obj)
-        if live and "status" in live:
-            merged["status"] = live["status"]
-        return self.put(merged)
-
-    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
-        self.writes += 1
-        key, sub = _parse(path)
-        live = self.objects[key]
-        if sub == "status":
-            live["status"] = _merge(live.get("status"), patch["status"])
-            return copy.deepcopy(live)
-        version = (patch.get("metadata") or {}).get("resourceVersion")
-        if version and version != live["metadata"]["resourceVersion"]:
-            raise ApiError("PATCH", path, 409, "Conflict")
-        patch = copy.deepcopy(patch)
-        (patch.get("metadata") or {}).pop("resourceVersion", None)
-        return self.put(_merge(live, patch))
-
-    async def delete(self, path: str, grace_seconds: int | None = None) -> None:
-        self.writes += 1
-        key, _ = _parse(path)
-        self.objects.pop(key, None)
 
 
 def node(name: str, ip: str, memory: str = "32Gi", labels: dict[str, str] | None = None) -> dict:
@@ -205,10 +84,10 @@ def nodeset(
 def reconcile(kube: FakeKube, kind: str, name: str) -> dict[str, Any]:
     """One reconcile of the stored object, as the operator's handler runs it; returns the
     object as stored afterwards."""
-    body = kube.read(kind, name)
+    body = kube.read(kind, name, NS)
     run = reconcile_nodeset if kind == "NodeSet" else reconcile_cluster
     asyncio.run(run(kube, body))  # type: ignore[arg-type]
-    return kube.read(kind, name)
+    return kube.read(kind, name, NS)
 
 
 def pods_ready(kube: FakeKube) -> None:
@@ -225,7 +104,7 @@ def workloads_ready(kube: FakeKube) -> None:
 
 def bump(kube: FakeKube, kind: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
     """A spec change as Argo CD would apply it: new spec, generation + 1."""
-    obj = kube.read(kind, name)
+    obj = kube.read(kind, name, NS)
     change(obj["spec"])
     obj["metadata"]["generation"] += 1
     kube.put(obj)
@@ -324,7 +203,7 @@ def nodeset_rolling_update() -> dict[str, Any]:
 def nodeset_generation_not_observed() -> dict[str, Any]:
     kube, _ = _ready_nodeset()
     bump(kube, "NodeSet", "cpu", lambda spec: spec.update(replicas=1))
-    return kube.read("NodeSet", "cpu")
+    return kube.read("NodeSet", "cpu", NS)
 
 
 def nodeset_fixed_after_invalid() -> dict[str, Any]:
@@ -395,4 +274,4 @@ def cluster_generation_not_observed() -> dict[str, Any]:
     workloads_ready(kube)
     reconcile(kube, "SlurmCluster", "slurm")
     bump(kube, "SlurmCluster", "slurm", lambda spec: spec.update(login={"enabled": False}))
-    return kube.read("SlurmCluster", "slurm")
+    return kube.read("SlurmCluster", "slurm", NS)

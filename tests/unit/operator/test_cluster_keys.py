@@ -1,6 +1,7 @@
-"""The SlurmCluster reconcile and its key Secrets, on the in-memory API of the Argo CD tests
-(``FakeKube``): fingerprints in status.keys, KeyMissing with one Event, regeneration only on
-request, user-provided keys never made. The cluster tier proves the same on a real API server."""
+"""The SlurmCluster reconcile and its key Secrets, on the in-memory API
+(``tests.fakes.kube.FakeKube``) with the Argo CD tests' scenario objects: fingerprints in
+status.keys, KeyMissing with one Event, regeneration only on request, user-provided keys never
+made. The cluster tier proves the same on a real API server."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from sunk.operator import names
 from sunk.operator.cluster import keyguard
 from tests.argocd import operator_status as op
+from tests.fakes.kube import FakeKube
 
 KEY_SECRETS = {
     "munge": "slurm-munge",
@@ -19,20 +21,20 @@ KEY_SECRETS = {
 }
 
 
-def reconcile(kube: op.FakeKube) -> dict:
+def reconcile(kube: FakeKube) -> dict:
     return op.reconcile(kube, "SlurmCluster", "slurm")
 
 
-def secret_data(kube: op.FakeKube, name: str) -> dict | None:
+def secret_data(kube: FakeKube, name: str) -> dict | None:
     obj = kube.objects.get(("v1", "secrets", op.NS, name))
     return None if obj is None else obj["data"]
 
 
-def delete_secret(kube: op.FakeKube, name: str) -> None:
+def delete_secret(kube: FakeKube, name: str) -> None:
     del kube.objects[("v1", "secrets", op.NS, name)]
 
 
-def events(kube: op.FakeKube, reason: str) -> list[dict]:
+def events(kube: FakeKube, reason: str) -> list[dict]:
     return [e for e in kube.of_kind("Event") if e["reason"] == reason]
 
 
@@ -40,15 +42,15 @@ def ready(cluster: dict) -> dict:
     return next(c for c in cluster["status"]["conditions"] if c["type"] == "Ready")
 
 
-def annotate(kube: op.FakeKube, value: str = "true") -> None:
-    cluster = kube.read("SlurmCluster", "slurm")
+def annotate(kube: FakeKube, value: str = "true") -> None:
+    cluster = kube.read("SlurmCluster", "slurm", op.NS)
     cluster["metadata"].setdefault("annotations", {})[names.ANN_REGENERATE_KEYS] = value
     kube.put(cluster)
 
 
 @pytest.fixture
-def kube() -> op.FakeKube:
-    kube = op.FakeKube()
+def kube() -> FakeKube:
+    kube = FakeKube()
     kube.put(op.slurm_cluster())
     reconcile(kube)
     op.workloads_ready(kube)
@@ -119,7 +121,7 @@ def test_the_annotation_alone_replaces_nothing_and_is_removed(kube):
 
 def test_a_restored_secret_clears_key_missing(kube):
     reconcile(kube)
-    saved = kube.read("Secret", "slurm-munge")
+    saved = kube.read("Secret", "slurm-munge", op.NS)
     delete_secret(kube, "slurm-munge")
     assert ready(reconcile(kube))["reason"] == "KeyMissing"
     kube.put(saved)
@@ -129,7 +131,7 @@ def test_a_restored_secret_clears_key_missing(kube):
 
 def test_a_secret_replaced_by_hand_is_recorded_with_an_event(kube):
     reconcile(kube)
-    replaced = kube.read("Secret", "slurm-jwt")
+    replaced = kube.read("Secret", "slurm-jwt", op.NS)
     replaced["data"] = {"jwt.key": "b3RoZXI="}
     kube.put(replaced)
     cluster = reconcile(kube)
@@ -141,7 +143,7 @@ def test_a_secret_replaced_by_hand_is_recorded_with_an_event(kube):
 
 
 def test_user_provided_keys_are_neither_recorded_nor_made():
-    kube = op.FakeKube()
+    kube = FakeKube()
     kube.put(
         op.slurm_cluster(
             {"munge": {"existingSecret": "my-munge"}, "jwt": {"existingSecret": "my-jwt"}}
@@ -155,6 +157,6 @@ def test_user_provided_keys_are_neither_recorded_nor_made():
     reconcile(kube)
     for name in ("my-munge", "my-jwt", "slurm-munge", "slurm-jwt"):
         assert secret_data(kube, name) is None
-    controller = kube.read("StatefulSet", "slurm-controller")
+    controller = kube.read("StatefulSet", "slurm-controller", op.NS)
     volumes = controller["spec"]["template"]["spec"]["volumes"]
     assert {"secretName": "my-munge", "defaultMode": 0o400} in [v.get("secret") for v in volumes]
