@@ -10,8 +10,9 @@ import pytest
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 from sunk.operator import shared_volumes
 from sunk.operator.cluster.objects import ClusterContext, desired_objects, login
+from sunk.operator.common import MUNGE_RESOURCES
 from sunk.operator.nodeset.plan import plan
-from sunk.operator.nodeset.pod import MUNGE_RESOURCES, build_pod, template_hash
+from sunk.operator.nodeset.pod import build_pod, template_hash
 from sunk.operator.nodeset.reconcile import pod_context
 from sunk.operator.shared_volumes import LOGIN, SLURMD, Layer, VolumeConfigError, merge
 from sunk.slurmconf import ClusterInputs, Endpoints, render_all

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sunk.models.crds import NodeSetSpec
 from sunk.operator import names
-from sunk.operator.nodeset.pod import POD_SECURITY_CONTEXT, SLURMD_SECURITY_CONTEXT
+from sunk.operator.common import POD_SECURITY_CONTEXT
+from sunk.operator.nodeset.pod import SLURMD_SECURITY_CONTEXT
 from sunk.slurmconf.inputs import NodeSetInput
 from tests.unit.operator.test_shared_volumes import cluster, container, slurmd_pod
 

@@ -143,7 +143,6 @@ async def serve(args: argparse.Namespace) -> None:
         hook_url=args.hook_url if args.hook_port else "",
         operator_namespace=os.environ.get("POD_NAMESPACE") or None,
     )
-    runtime.RUNTIME = rt
     runner = web.AppRunner(runtime.health_app(rt))
     await runner.setup()
     for port in sorted({args.health_port, args.metrics_port}):
@@ -180,6 +179,7 @@ async def serve(args: argparse.Namespace) -> None:
             # all namespaces by default (the chart's default); kopf needs an iterable either way
             clusterwide=not args.namespace,
             namespaces=list(args.namespace),
+            memo=runtime.memo_for(rt),
         )
     finally:
         await rt.shutdown()

@@ -311,19 +311,24 @@ class Runtime:
             await asyncio.sleep(self.resync_seconds)
 
 
-RUNTIME: Runtime | None = None
+def memo_for(rt: Runtime) -> kopf.Memo:
+    """What ``serve`` hands kopf: every handler finds the operator's state in its ``memo``
+    (kopf gives each object a shallow copy, so all share the one Runtime); no module global."""
+    return kopf.Memo(runtime=rt)
 
 
-def _rt() -> Runtime:
-    assert RUNTIME is not None, "operator runtime not initialised"
-    return RUNTIME
+def _rt(memo: kopf.Memo) -> Runtime:
+    rt = memo.get("runtime")
+    if not isinstance(rt, Runtime):
+        raise RuntimeError("kopf was started without the operator's memo (memo_for)")
+    return rt
 
 
 @kopf.on.login()
-async def login(**_: object) -> kopf.ConnectionInfo:
+async def login(memo: kopf.Memo, **_: object) -> kopf.ConnectionInfo:
     """kopf's watches use the operator client's credentials; kopf calls this again after a
     401, which then hands over the re-read token."""
-    kube = _rt().kube
+    kube = _rt(memo).kube
     config = kube.configuration
     return kopf.ConnectionInfo(
         server=config.host,
@@ -352,7 +357,7 @@ async def wait_for_crds(kube: Kube, interval: float = 2.0) -> None:
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     settings.posting.enabled = False  # our Events are written by the reconcilers, on change
     # No observation of namespaces and CRDs: the namespaces are given by name and our
     # resources are served before kopf starts (`wait_for_crds`), so the operator needs no
@@ -362,7 +367,7 @@ async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         # kopf logs every handler call at INFO: thousands per second with many Nodes.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
-    rt = _rt()
+    rt = _rt(memo)
     nodes, slurmd, scheduled = informers(rt)
     rt.informers = [nodes, *slurmd, *scheduled]
     loop = asyncio.get_running_loop()
@@ -389,16 +394,16 @@ def _track(rt: Runtime, kind: str, event: kopf.RawEvent, body: kopf.Body) -> Non
 
 
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
-def on_cluster(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
-    rt = _rt()
+def on_cluster(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
+    rt = _rt(memo)
     rt.synced.set()
     _track(rt, "SlurmCluster", event, body)
     rt.enqueue("SlurmCluster", body.metadata.namespace, body.metadata.name)
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
-def on_nodeset(event: kopf.RawEvent, body: kopf.Body, **_: object) -> None:
-    rt = _rt()
+def on_nodeset(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
+    rt = _rt(memo)
     rt.synced.set()
     _track(rt, "NodeSet", event, body)
     rt.enqueue("NodeSet", body.metadata.namespace, body.metadata.name)
@@ -486,9 +491,10 @@ def informers(rt: Runtime) -> tuple[Informer, list[Informer], list[Informer]]:
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={names.LABEL_MANAGED_BY: names.MANAGER})
 @kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGER})
-def on_workload(body: kopf.Body, **_: object) -> None:
-    _rt().synced.set()
-    _rt().enqueue_cluster(body.metadata.namespace, body.metadata.labels.get(names.LABEL_CLUSTER))
+def on_workload(body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
+    rt = _rt(memo)
+    rt.synced.set()
+    rt.enqueue_cluster(body.metadata.namespace, body.metadata.labels.get(names.LABEL_CLUSTER))
 
 
 def health_app(rt: Runtime) -> web.Application:

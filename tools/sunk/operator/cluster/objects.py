@@ -14,14 +14,17 @@ from typing import Any
 from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import PersistentStorage, image_ref
 from sunk.operator import directory, names, s6, shared_volumes
-from sunk.operator.hashing import stable_hash
-from sunk.operator.nodeset.pod import (
+from sunk.operator.common import (
     MUNGE_SOCKET,
     POD_SECURITY_CONTEXT,
     ROOT_THEN_USER_SECURITY_CONTEXT,
+    cluster_labels,
+    cluster_owner,
     munge_sidecar,
     munge_volumes,
+    service_account,
 )
+from sunk.operator.hashing import stable_hash
 from sunk.slurmconf import Endpoints, Rendered
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
@@ -80,54 +83,12 @@ def labels(ctx: ClusterContext, component: str) -> dict[str, str]:
     return cluster_labels(ctx.cluster, component)
 
 
-def cluster_labels(cluster: str, component: str) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "slurm",
-        "app.kubernetes.io/instance": cluster,
-        names.LABEL_COMPONENT: component,
-        names.LABEL_MANAGED_BY: names.MANAGER,
-        "app.kubernetes.io/part-of": "sunk",
-        names.LABEL_CLUSTER: cluster,
-    }
-
-
 def selector(ctx: ClusterContext, component: str) -> dict[str, str]:
     return {names.LABEL_CLUSTER: ctx.cluster, names.LABEL_COMPONENT: component}
 
 
 def owner(ctx: ClusterContext) -> list[dict[str, Any]]:
     return cluster_owner(ctx.name, ctx.uid)
-
-
-def cluster_owner(name: str, uid: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": "sunk.coreweave.com/v1alpha1",
-            "kind": "SlurmCluster",
-            "name": name,
-            "uid": uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-
-
-def service_account(
-    namespace: str, cluster: str, component: str, owner_name: str, owner_uid: str
-) -> dict[str, Any]:
-    """A component's own ServiceAccount, owned by the SlurmCluster (``owner_name``): no Slurm
-    daemon calls the API, so it mounts no token and is bound to no Role."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {
-            "name": names.service_account(cluster, component),
-            "namespace": namespace,
-            "labels": cluster_labels(cluster, component),
-            "ownerReferences": cluster_owner(owner_name, owner_uid),
-        },
-        "automountServiceAccountToken": False,
-    }
 
 
 def _account(ctx: ClusterContext, pod: dict[str, Any], component: str) -> dict[str, Any]:

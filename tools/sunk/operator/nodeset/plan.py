@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import names
+from sunk.operator.common import munge_resources
 from sunk.operator.nodeset.feasibility import evaluate, internal_ip, pod_requests
 from sunk.operator.nodeset.naming import pod_name
 from sunk.operator.nodeset.pod import (
     NODE_TOLERATIONS,
     PodContext,
     build_pod,
-    munge_resources,
     template_hash,
 )
 from sunk.operator.shared_volumes import VolumeConfigError

@@ -9,26 +9,19 @@ from typing import Any
 
 from sunk.models.values import S6Service
 from sunk.operator import names, s6, shared_volumes
+from sunk.operator.common import (
+    MUNGE_SOCKET,
+    POD_SECURITY_CONTEXT,
+    munge_sidecar,
+    munge_volumes,
+    owner_reference,
+)
 from sunk.operator.directory import DirectoryPod, attach
 from sunk.operator.hashing import stable_hash
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.registration import registration
 from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 
-MUNGE_SOCKET = "/run/munge"
-MUNGE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
-# What an entrypoint that starts as root, owns its directories and keys, then drops to its own
-# user (setpriv, munged's or mariadbd's --user) needs, and nothing more: chown its directories
-# and key copies (CHOWN), write and chmod them once they belong to that user (DAC_OVERRIDE,
-# FOWNER), switch user and groups (SETUID, SETGID). The munge sidecar and the control-plane
-# daemons (sunk.operator.cluster.objects) run with it.
-ROOT_THEN_USER_SECURITY_CONTEXT = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {
-        "drop": ["ALL"],
-        "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
-    },
-}
 # slurmd unprivileged, with what it and the jobs it starts as their users need: remount its
 # read-only cgroup mounts writable (the entrypoint) and write the v1 devices controller
 # (ConstrainDevices) (SYS_ADMIN); own and reach job files and spool directories (CHOWN,
@@ -47,12 +40,6 @@ SLURMD_SECURITY_CONTEXT = {
         ],
     },
 }  # fmt: skip
-# Every Pod the operator builds runs under the runtime's default seccomp profile unless its
-# podSecurityContext (a slurmd template's spec.securityContext) says otherwise. That profile
-# allows what needs a capability the container holds (slurmd's SYS_ADMIN: mount, unshare and
-# user namespaces for job containers; SYS_NICE: the NUMA calls of bound tasks), so jobs keep
-# them; it refuses what no job needs (kernel modules, kexec, keyrings, clock changes).
-POD_SECURITY_CONTEXT = {"seccompProfile": {"type": "RuntimeDefault"}}
 # Keep slurmd pods where they are through node trouble, as a DaemonSet would.
 NODE_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -96,34 +83,6 @@ class PodContext:
 HOOK_URL_ANNOTATION = f"{names.GROUP}/hook-url"
 HOOK_AUDIENCE = f"{names.GROUP}/hook"
 HOOK_TOKEN_SECONDS = 3600  # kubelet refreshes it at 80 %
-
-
-def munge_sidecar(image: str, resources: dict[str, Any] | None) -> dict[str, Any]:
-    """The munge sidecar of every Slurm Pod (slurmd and control plane): `munge.resources`
-    when set, else ours."""
-    return {
-        "name": "munge",
-        "image": image,
-        "args": ["munged"],
-        "volumeMounts": [
-            {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
-            {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
-        ],
-        "resources": munge_resources(resources),
-        "securityContext": copy.deepcopy(ROOT_THEN_USER_SECURITY_CONTEXT),
-    }
-
-
-def munge_volumes(secret: str) -> list[dict[str, Any]]:
-    return [
-        {"name": "munge-socket", "emptyDir": {"medium": "Memory"}},
-        {"name": "munge-key", "secret": {"secretName": secret, "defaultMode": 0o400}},
-    ]
-
-
-def munge_resources(resources: dict[str, Any] | None) -> dict[str, Any]:
-    """The munge sidecar's resources: `munge.resources` when set, else ours."""
-    return copy.deepcopy(resources if resources is not None else MUNGE_RESOURCES)
 
 
 def effective_template(nodeset: NodeSetInput, ctx: PodContext | None = None) -> dict[str, Any]:
@@ -191,18 +150,6 @@ def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
 
 def s6_services(nodeset: NodeSetInput, ctx: PodContext) -> dict[str, S6Service]:
     return s6.merged(ctx.compute_s6, nodeset.spec.s6)
-
-
-def owner_reference(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": "sunk.coreweave.com/v1alpha1",
-        "kind": kind,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def _pin(affinity: dict[str, Any] | None, node_name: str) -> dict[str, Any]:

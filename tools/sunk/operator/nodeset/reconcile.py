@@ -19,11 +19,11 @@ from sunk.operator import conditions, directory, names, s6
 from sunk.operator.apply import ensure
 from sunk.operator.cache import Listed, Reader
 from sunk.operator.client import ApiError, Kube, path_for
-from sunk.operator.cluster.objects import service_account
+from sunk.operator.common import owner_reference, service_account
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.nodeset import removal
 from sunk.operator.nodeset.plan import Plan, plan
-from sunk.operator.nodeset.pod import PodContext, owner_reference, s6_services
+from sunk.operator.nodeset.pod import PodContext, s6_services
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
