@@ -464,6 +464,21 @@ def test_slurmrestd_answers_a_jwt_through_its_service(slurm: SlurmDeployment):
     assert '"pinged": "UP"' in answer, answer[:2000]
 
 
+def test_slurmrestd_and_the_reconfigure_loop_start_as_their_own_users(slurm: SlurmDeployment):
+    """Neither starts as root: slurmrestd's process (PID 1 of its container, which answered
+    the JWT above) runs as uid 403, and the reconfigure loop as SlurmUser (401), whom
+    slurmctld lets reconfigure."""
+    (rest,) = slurm.running_pods("rest")
+    status = slurm.exec(rest["metadata"]["name"], "slurmrestd", "cat", "/proc/1/status")
+    uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
+    assert set(uids) == {"403"}, status
+    assert "slurmrestd" in slurm.exec(rest["metadata"]["name"], "slurmrestd", "cat", "/proc/1/comm")
+    (controller,) = slurm.running_pods("controller")
+    name = controller["metadata"]["name"]
+    assert slurm.exec(name, "reconfigure", "id", "-u").strip() == "401"
+    slurm.exec(name, "reconfigure", "scontrol", "reconfigure")  # raises unless it exits 0
+
+
 def _patch_node(slurm: SlurmDeployment, name: str, patch: dict) -> None:
     slurm.cluster.client.patch(f"/api/v1/nodes/{name}", patch)
 

@@ -209,6 +209,30 @@ def test_control_plane_pods_are_hardened_by_default():
     assert sshd["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
 
 
+def test_slurmrestd_and_the_reconfigure_loop_never_run_as_root():
+    """They own no directory and no key copy: each starts as its own user (slurmrestd 403,
+    SlurmUser 401 for scontrol reconfigure) with no capability; the daemons that chown their
+    state still start as root."""
+    pods = _pod_specs(context())
+
+    def context_of(pod: str, container: str) -> dict:
+        (found,) = [c for c in pods[pod]["containers"] if c["name"] == container]
+        return found["securityContext"]
+
+    for pod, container, uid in (
+        ("c-rest", "slurmrestd", 403),
+        ("c-controller", "reconfigure", 401),
+    ):
+        security = context_of(pod, container)
+        assert security["runAsUser"] == security["runAsGroup"] == uid, container
+        assert security["runAsNonRoot"] is True, container
+        assert security["capabilities"] == {"drop": ["ALL"]}, container
+    for pod, container in (("c-controller", "slurmctld"), ("c-accounting", "slurmdbd")):
+        security = context_of(pod, container)
+        assert "runAsUser" not in security, container
+        assert "SETUID" in security["capabilities"]["add"], container
+
+
 def test_values_replace_the_hardening_defaults():
     mine = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
     pods = _pod_specs(

@@ -24,6 +24,20 @@ ROOT_THEN_USER_SECURITY_CONTEXT = {
         "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
     },
 }
+
+
+def non_root(uid: int) -> dict[str, Any]:
+    """A container that starts as ``uid`` (its group the same id) and stays so: no
+    capability, no privilege escalation, and the runtime refuses to start it as root."""
+    return {
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
 # Every Pod the operator builds runs under the runtime's default seccomp profile unless its
 # podSecurityContext (a slurmd template's spec.securityContext) says otherwise. That profile
 # allows what needs a capability the container holds (slurmd's SYS_ADMIN: mount, unshare and

@@ -22,6 +22,7 @@ from sunk.operator.common import (
     cluster_owner,
     munge_sidecar,
     munge_volumes,
+    non_root,
     service_account,
 )
 from sunk.operator.hashing import stable_hash
@@ -30,7 +31,8 @@ from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CLIENT_FILES, CONTROLLER_FILES
 from sunk.slurmconf.sssd import FILE as SSSD_FILE
 
-SLURM_UID = 401
+SLURM_UID = 401  # the images' fixed ids (images/common/install-slurm.sh), as SUNK's
+SLURMRESTD_UID = 403
 # sshd's own needs and nothing more: bind port 22, chroot its privilege-separated child,
 # switch to the user, chown the session's pty and a new home, write the login audit record.
 SSHD_SECURITY_CONTEXT = {
@@ -44,15 +46,14 @@ SSHD_SECURITY_CONTEXT = {
 }
 
 
-# The control-plane daemons (slurmctld, slurmdbd, slurmrestd) and MariaDB start as root, own
-# their directories, then setpriv (or mariadbd --user) to their user: no setuid binary on the
-# way, so no privilege escalation, and only ROOT_THEN_USER_SECURITY_CONTEXT's capabilities (the
-# e2e tier runs them so on real nodes). The reconfigure loop runs scontrol as root and needs
-# none. The images tier runs the same entrypoints under Docker's default seccomp profile.
-RECONFIGURE_SECURITY_CONTEXT = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-}
+# slurmctld, slurmdbd and MariaDB start as root, own their state directories and key copies,
+# then setpriv (or mariadbd --user) to their user: no setuid binary on the way, so no privilege
+# escalation, and only ROOT_THEN_USER_SECURITY_CONTEXT's capabilities. slurmrestd owns nothing
+# and reads only slurm.conf and the munge socket: it starts as its own user. So does the
+# reconfigure loop, as SlurmUser, whom slurmctld lets reconfigure. The e2e tier runs them so on
+# real nodes; the images tier runs the same entrypoints under Docker's default seccomp profile.
+SLURMRESTD_SECURITY_CONTEXT = non_root(SLURMRESTD_UID)
+RECONFIGURE_SECURITY_CONTEXT = non_root(SLURM_UID)
 # Requests (never limits: see checkov-skips.yaml) of a component whose `resources` is unset.
 DEFAULT_REQUESTS = {
     "slurmctld": {"cpu": "100m", "memory": "256Mi"},
@@ -576,7 +577,9 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
     if not opts.enabled:
         return []
     name = names.rest(ctx.cluster)
-    container = _container(ctx, "slurmrestd", opts, ["slurmrestd"], 6820)
+    container = _container(
+        ctx, "slurmrestd", opts, ["slurmrestd"], 6820, SLURMRESTD_SECURITY_CONTEXT
+    )
     pod = _pod_spec(ctx, opts, [container], [_config_volume(ctx)])
     _pod_security(pod)
     account = _account(ctx, pod, "rest")

@@ -2,6 +2,11 @@
 
 As SUNK documents: only the *required* part of node affinity counts; the pod must tolerate
 every NoSchedule/NoExecute taint; its requests must fit the Node's allocatable resources.
+
+A Node that already runs the Pod keeps it as a DaemonSet's would: only a required affinity
+that no longer matches or an untolerated NoExecute taint ends it. A NoSchedule taint (the
+controller-manager's `not-ready`/`unreachable` ones on a Node that missed its heartbeats, a
+cordon, an admin's own) stops new placements only; the Syncer drains the Slurm node instead.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from sunk.models.quantity import QuantityError, parse_quantity
+
+PLACING = ("NoSchedule", "NoExecute")  # the taints that keep a new Pod off a Node
+KEEPING = ("NoExecute",)  # the taints that end a running one
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,13 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     return False
 
 
-def untolerated_taint(pod_spec: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
+def untolerated_taint(
+    pod_spec: dict[str, Any], node: dict[str, Any], effects: tuple[str, ...] = PLACING
+) -> dict[str, Any] | None:
+    """The first taint of one of ``effects`` the Pod does not tolerate."""
     tolerations = pod_spec.get("tolerations") or []
     for taint in node.get("spec", {}).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+        if taint.get("effect") not in effects:
             continue
         if not tolerates(tolerations, taint):
             return taint
@@ -119,17 +130,21 @@ def short_of(
 
 
 def evaluate(
-    pod_spec: dict[str, Any], node: dict[str, Any], requests: dict[str, Decimal] | None = None
+    pod_spec: dict[str, Any],
+    node: dict[str, Any],
+    requests: dict[str, Decimal] | None = None,
+    running: bool = False,
 ) -> Verdict:
+    """``running``: the Node already runs the Pod (see the module's docstring)."""
     if not required_affinity_matches(pod_spec, node):
         return Verdict(False, "required node affinity does not match")
-    taint = untolerated_taint(pod_spec, node)
+    taint = untolerated_taint(pod_spec, node, KEEPING if running else PLACING)
     if taint is not None:
         return Verdict(
             False,
             f"untolerated taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}",
         )
-    missing = short_of(pod_spec, node, requests)
+    missing = None if running else short_of(pod_spec, node, requests)
     if missing:
         return Verdict(False, f"insufficient resources ({missing})")
     if not internal_ip(node):

@@ -143,7 +143,7 @@ def plan(
         node_name = node["metadata"]["name"]
         owner_label = (node["metadata"].get("labels") or {}).get(names.LABEL_NODESET)
         owner_ns = (node["metadata"].get("labels") or {}).get(names.LABEL_NAMESPACE)
-        verdict = evaluate(check_spec, node, requests)
+        verdict = evaluate(check_spec, node, requests, running=node_name in by_node)
         if not verdict.feasible:
             result.infeasible[node_name] = verdict.reason
             if owner_label == nodeset.name and owner_ns == ctx.namespace:
