@@ -33,6 +33,16 @@ def condition(
     }
 
 
+def degraded(status: dict[str, Any]) -> list[str]:
+    """The messages of the status's true ``Degraded`` conditions: what a pass could not apply
+    (a refused write, say), which a later pass may."""
+    return [
+        f"{c.get('reason')}: {c.get('message')}"
+        for c in status.get("conditions") or []
+        if c.get("type") == "Degraded" and c.get("status") == "True"
+    ]
+
+
 def merge(
     previous: list[dict[str, Any]], wanted: list[dict[str, Any]], generation: int | None
 ) -> list[dict[str, Any]]:

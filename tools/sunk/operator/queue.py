@@ -23,6 +23,11 @@ def backoff(failures: int, base: float, cap: float, jitter: float) -> float:
     return delay * (1 - jitter * random.random())
 
 
+class RetryLater(Exception):
+    """Raised by a handler that recorded its own failure (a ``Degraded`` condition, say):
+    the key is retried with the same backoff as a raised error, logged in one line."""
+
+
 class WorkQueue:
     def __init__(
         self,
@@ -84,14 +89,22 @@ class WorkQueue:
             try:
                 await self._handler(key)
                 self._failures.pop(key, None)
+            except RetryLater as exc:
+                delay = self._fail(key)
+                log.warning("reconcile of %s incomplete (%s); retrying in %.1fs", key, exc, delay)
             except Exception:
-                failures = self._failures[key] = self._failures.get(key, 0) + 1
-                delay = backoff(failures, self._retry, self._max_retry, self._jitter)
+                delay = self._fail(key)
                 log.exception("reconcile of %s failed (%d in a row); retrying in %.1fs",
-                              key, failures, delay)  # fmt: skip
-                asyncio.get_running_loop().call_later(delay, self.add, key)
+                              key, self._failures[key], delay)  # fmt: skip
             finally:
                 self._running.discard(key)
                 if key in self._again:
                     self._again.discard(key)
                     self.add(key)
+
+    def _fail(self, key: Hashable) -> float:
+        """Count a failure of ``key`` and schedule its retry; returns the delay."""
+        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = backoff(failures, self._retry, self._max_retry, self._jitter)
+        asyncio.get_running_loop().call_later(delay, self.add, key)
+        return delay

@@ -26,7 +26,7 @@ from sunk.operator.hashing import stable_hash
 from sunk.operator.informer import Informer
 from sunk.operator.metrics import Metrics
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
-from sunk.operator.queue import WorkQueue
+from sunk.operator.queue import RetryLater, WorkQueue
 from sunk.scheduler.loop import PodScheduler, scheduler_options
 from sunk.syncer.loop import Syncer
 from sunk.syncer.slurm_metrics import SlurmMetrics
@@ -103,9 +103,13 @@ class Runtime:
             return  # deleted: owned objects go with it (owner references)
         self.metrics.reconciles.labels(kind=kind).inc()
         started, writes = time.monotonic(), self.kube.writes
+        degraded: list[str] = []
         try:
             if kind == "SlurmCluster":
-                await reconcile_cluster(self.kube, body, self.reader, self.operator_namespace)
+                status = await reconcile_cluster(
+                    self.kube, body, self.reader, self.operator_namespace
+                )
+                degraded = conditions.degraded(status)
                 self.ensure_syncer(ns, name, body)
                 self.ensure_scheduler(ns, name, body)
                 self._on_cluster_generation(ns, name, body)
@@ -135,6 +139,8 @@ class Runtime:
                 took,
                 self.kube.writes - writes,
             )
+        if degraded:  # recorded on the status; retried with the failing keys' backoff
+            raise RetryLater("; ".join(degraded))
 
     async def _report_failure(self, plural: str, body: dict, exc: Exception) -> None:
         """No silent retry loop: the object shows Ready=False with the error, and an Event
