@@ -26,6 +26,7 @@ import kopf
 from sunk.models.crds import API_VERSION, GROUP, VERSION
 from sunk.operator import names
 from sunk.operator.client import KubeApi, path_for
+from sunk.operator.common import pod_node
 
 Body = dict[str, Any]
 EXPECT_SECONDS = 60.0  # a created Pod the watch has not shown by then is read as absent
@@ -46,8 +47,17 @@ class Reader(Protocol):
         """SlurmClusters in ``ns``, else in every watched namespace."""
         ...
 
+    async def node_holders(self, namespaces: tuple[str, ...] = ()) -> dict[str, tuple[str, str]]:
+        """Node name → (namespace, NodeSet) of a slurmd Pod on it, in the watched namespaces
+        (empty: all), the Pods being created included (``expect``)."""
+        ...
+
     def expect(self, pods: Iterable[Body]) -> None:
-        """Pods just created: read them as existing until the watch shows them."""
+        """Pods about to be created: read them as existing until the watch shows them."""
+        ...
+
+    def unexpect(self, pod: Body) -> None:
+        """A Pod ``expect`` announced that was not created after all."""
         ...
 
 
@@ -82,8 +92,20 @@ class Listed:
     async def clusters(self, ns: str | None = None, namespaces: tuple[str, ...] = ()) -> list[Body]:
         return await self._scoped("slurmclusters", ns, namespaces)
 
+    async def node_holders(self, namespaces: tuple[str, ...] = ()) -> dict[str, tuple[str, str]]:
+        scopes: tuple[str | None, ...] = namespaces or (None,)
+        pods = [
+            pod
+            for scope in scopes
+            for pod in await self.kube.list(path_for("v1", "pods", scope), names.LABEL_NODESET)
+        ]
+        return holders(pods)
+
     def expect(self, pods: Iterable[Body]) -> None:
         pass  # the next LIST shows them
+
+    def unexpect(self, pod: Body) -> None:
+        pass
 
 
 # The kopf indexes of our own kinds (few objects): their handler ids are the names kopf
@@ -172,9 +194,34 @@ class Watched:
     async def clusters(self, ns: str | None = None, namespaces: tuple[str, ...] = ()) -> list[Body]:
         return self._scoped(self._clusters, ns)
 
+    async def node_holders(self, namespaces: tuple[str, ...] = ()) -> dict[str, tuple[str, str]]:
+        # No suspension inside: a caller that reads this, plans and calls ``expect`` without
+        # awaiting anything else in between acts on one consistent view.
+        seen = [pod for store in self._pod_stores for pod in store.objects()]
+        coming = [pod for pods in self._expected.values() for pod, _ in pods.values()]
+        return holders(seen + coming)
+
     def expect(self, pods: Iterable[Body]) -> None:
         until = self._clock() + EXPECT_SECONDS
         for pod in pods:
             meta = pod["metadata"]
             key = (meta["namespace"], meta["labels"][names.LABEL_NODESET])
             self._expected.setdefault(key, {})[meta["name"]] = (pod, until)
+
+    def unexpect(self, pod: Body) -> None:
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["labels"][names.LABEL_NODESET])
+        self._expected.get(key, {}).pop(meta["name"], None)
+
+
+def holders(pods: Iterable[Body]) -> dict[str, tuple[str, str]]:
+    """Node name → (namespace, NodeSet) of the slurmd Pods among ``pods`` (a Pod not yet
+    bound counts on the Node it is pinned to)."""
+    out: dict[str, tuple[str, str]] = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        nodeset = (meta.get("labels") or {}).get(names.LABEL_NODESET)
+        node = pod_node(pod)
+        if nodeset and node:
+            out.setdefault(node, (meta["namespace"], nodeset))
+    return out

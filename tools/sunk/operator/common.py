@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from sunk.models.crds import API_VERSION
 from sunk.operator import names
 
 MUNGE_SOCKET = "/run/munge"
@@ -62,7 +63,7 @@ def owner_reference(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     with it (garbage collection), and only one controller may own each."""
     meta = obj["metadata"]
     return {
-        "apiVersion": "sunk.coreweave.com/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": kind,
         "name": meta["name"],
         "uid": meta["uid"],
@@ -120,3 +121,22 @@ def munge_volumes(secret: str) -> list[dict[str, Any]]:
 def munge_resources(resources: dict[str, Any] | None) -> dict[str, Any]:
     """The munge sidecar's resources: `munge.resources` when set, else ours."""
     return copy.deepcopy(resources if resources is not None else MUNGE_RESOURCES)
+
+
+def pod_node(pod: dict[str, Any]) -> str | None:
+    """The Node a slurmd Pod runs on, or is pinned to (required affinity on metadata.name)
+    before the scheduler binds it."""
+    spec = pod.get("spec", {})
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    for term in terms:
+        for expr in term.get("matchFields") or []:
+            if expr.get("key") == "metadata.name" and expr.get("values"):
+                return expr["values"][0]
+    return None

@@ -25,6 +25,7 @@ from sunk.operator.events import emit_on_change
 from sunk.operator.hashing import stable_hash
 from sunk.operator.informer import Informer
 from sunk.operator.metrics import Metrics
+from sunk.operator.nodeset.claims import label_nodes
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import RetryLater, WorkQueue
 from sunk.scheduler.loop import PodScheduler, scheduler_options
@@ -33,6 +34,8 @@ from sunk.syncer.slurm_metrics import SlurmMetrics
 
 log = logging.getLogger("sunk.operator")
 RESYNC_SECONDS = 60
+# The queue's key kind for writing a NodeSet's Node labels, apart from its reconcile.
+NODE_LABELS = "NodeLabels"
 
 
 @dataclass
@@ -92,6 +95,9 @@ class Runtime:
             log.error("the leader lease is not fresh; exiting before acting on %s", key)
             os._exit(1)
         await self.caches_synced()
+        if kind == NODE_LABELS:
+            await self.label_nodes(ns, name)
+            return
         plural = "slurmclusters" if kind == "SlurmCluster" else "nodesets"
         body = await self.kube.get(path_for(API_VERSION, plural, ns, name))
         if body is None:
@@ -122,6 +128,7 @@ class Runtime:
                     hook_url=self.hook_url,
                     namespaces=self.namespaces,
                     reader=self.reader,
+                    label_later=lambda: self.enqueue(NODE_LABELS, ns, name),
                 )
                 self.metrics.nodesets[(ns, name)] = status
         except Exception as exc:
@@ -141,6 +148,23 @@ class Runtime:
             )
         if degraded:  # recorded on the status; retried with the failing keys' backoff
             raise RetryLater("; ".join(degraded))
+
+    async def label_nodes(self, ns: str, nodeset: str) -> None:
+        """Label the Nodes the NodeSet's Pods run on (``sunk.operator.nodeset.claims``); a
+        Node another writer labelled first sends the NodeSet back to planning."""
+        reader = self.reader or Listed(self.kube)
+        pods = await reader.nodeset_pods(ns, nodeset)
+        nodes = {n["metadata"]["name"]: n for n in await reader.nodes()}
+        by_cluster: dict[str, list[dict[str, Any]]] = {}
+        for pod in pods:
+            cluster = (pod["metadata"].get("labels") or {}).get(names.LABEL_CLUSTER) or ""
+            by_cluster.setdefault(cluster, []).append(pod)
+        for cluster, mine in by_cluster.items():
+            lost = await label_nodes(self.kube, mine, nodes, nodeset, ns, cluster)
+            if lost:
+                log.info("%s/%s: Nodes labelled for another NodeSet first: %s",
+                         ns, nodeset, ", ".join(lost))  # fmt: skip
+                self.enqueue("NodeSet", ns, nodeset)
 
     async def _report_failure(self, plural: str, body: dict, exc: Exception) -> None:
         """No silent retry loop: the object shows Ready=False with the error, and an Event

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import names
-from sunk.operator.common import munge_resources
+from sunk.operator.common import munge_resources, pod_node
 from sunk.operator.nodeset.feasibility import evaluate, internal_ip, pod_requests
 from sunk.operator.nodeset.naming import pod_name
 from sunk.operator.nodeset.pod import (
@@ -53,23 +53,6 @@ def is_ready(pod: dict[str, Any]) -> bool:
         return False
     conditions = pod.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _node_of(pod: dict[str, Any]) -> str | None:
-    spec = pod.get("spec", {})
-    if spec.get("nodeName"):
-        return spec["nodeName"]
-    terms = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms") or []
-    for term in terms:
-        for expr in term.get("matchFields") or []:
-            if expr.get("key") == "metadata.name" and expr.get("values"):
-                return expr["values"][0]
-    return None
 
 
 def budget(max_unavailable: int | str, desired: int) -> int:
@@ -114,12 +97,15 @@ def plan(
     live_nodesets: set[tuple[str, str]] | None = None,
     slurm: Mapping[str, SlurmNode] | None = None,
     seen_namespaces: Collection[str] | None = None,
+    holders: Mapping[str, tuple[str, str]] | None = None,
 ) -> Plan:
     """``live_nodesets`` (namespace, name): a Node claim by a NodeSet not in it is stale and
     the Node free again; None counts every claim. ``seen_namespaces``: the namespaces
     ``live_nodesets`` was read from (None: all); a claim from any other namespace counts, as
     the operator cannot tell whether its NodeSet lives. ``slurm``: the Syncer's view of the
-    Slurm nodes by name, None without a Syncer."""
+    Slurm nodes by name, None without a Syncer. ``holders``: Node → (namespace, NodeSet) of
+    the slurmd Pods on it, those being created included (``sunk.operator.nodeset.claims``);
+    another NodeSet's Pod takes a Node as its label does."""
     result = Plan()
     pod_spec = nodeset.spec.template.spec
     # Feasibility is judged on the pod as it will run: with the tolerations every slurmd Pod
@@ -135,7 +121,7 @@ def plan(
         ],
     }
     requests = pod_requests(check_spec)  # once, not per Node
-    by_node = {_node_of(p): p for p in pods}
+    by_node = {pod_node(p): p for p in pods}
 
     feasible: list[dict[str, Any]] = []
     taken_names: dict[str, str] = {}
@@ -157,6 +143,11 @@ def plan(
         if owner_label and not stale and (owner_label, owner_ns) != (nodeset.name, ctx.namespace):
             result.claimed_elsewhere[node_name] = f"used by NodeSet {owner_ns}/{owner_label}"
             continue
+        holder = (holders or {}).get(node_name)
+        if holder is not None and holder != (ctx.namespace, nodeset.name):
+            # its Pod is there, or on its way, before its label
+            result.claimed_elsewhere[node_name] = f"used by NodeSet {holder[0]}/{holder[1]}"
+            continue
         name = pod_name(nodeset.prefix, internal_ip(node) or "")
         if name in taken_names:
             result.conflicts[node_name] = (
@@ -177,15 +168,15 @@ def plan(
     # Keep Nodes already hosting our pods first, the Pods last in removal order first; then
     # the free Nodes by name: stable placement, and a scale-down takes the cheapest Pods.
     by_name = {n["metadata"]["name"]: n for n in feasible}
-    keep_first = dict.fromkeys(_node_of(p) for p in reversed(scale_down_order(pods, slurm)))
+    keep_first = dict.fromkeys(pod_node(p) for p in reversed(scale_down_order(pods, slurm)))
     ordered = [by_name[n] for n in keep_first if n in by_name] + [
         n for n in feasible if n["metadata"]["name"] not in by_node
     ]
     chosen = ordered[:desired]
     chosen_names = {n["metadata"]["name"] for n in chosen}
 
-    misscheduled = [p for p in pods if _node_of(p) not in feasible_names]
-    surplus = [p for p in pods if _node_of(p) in feasible_names and _node_of(p) not in chosen_names]
+    misscheduled = [p for p in pods if pod_node(p) not in feasible_names]
+    surplus = [p for p in pods if pod_node(p) in feasible_names and pod_node(p) not in chosen_names]
     for pod in misscheduled:
         result.delete.append((pod["metadata"]["name"], "Node no longer feasible"))
     for pod in scale_down_order(surplus, slurm):
@@ -212,7 +203,7 @@ def plan(
 
     # Rolling update: replace outdated pods, at most `maxUnavailable` out of service at once;
     # a Pod draining for its removal counts, and stays chosen until it is gone.
-    kept = [p for p in pods if _node_of(p) in chosen_names]
+    kept = [p for p in pods if pod_node(p) in chosen_names]
     outdated = [
         p
         for p in kept
@@ -239,7 +230,7 @@ def plan(
     result.status = {
         "desiredNumberScheduled": desired,
         "numberFeasible": len(feasible),
-        "currentNumberScheduled": len([p for p in pods if _node_of(p) in feasible_names]),
+        "currentNumberScheduled": len([p for p in pods if pod_node(p) in feasible_names]),
         "numberReady": ready,
         "numberDrain": sum(1 for n in states if n.drained),
         "numberIdle": sum(1 for n in states if n.activity == "idle" and not n.drained),

@@ -1,10 +1,9 @@
-"""Reconcile one NodeSet: claim Nodes, create pinned slurmd pods, remove them safely (see
-``removal``), write status. A deleted NodeSet keeps a finalizer until its Pods are gone."""
+"""Reconcile one NodeSet: create pinned slurmd Pods on the Nodes it takes, label those Nodes
+(``claims``), remove Pods safely (``removal``), write status. A deleted NodeSet keeps a
+finalizer until its Pods are gone."""
 
 from __future__ import annotations
 
-import asyncio
-import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -22,16 +21,15 @@ from sunk.operator.client import ApiError, Kube, path_for
 from sunk.operator.common import owner_reference, service_account
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.nodeset import removal
+from sunk.operator.nodeset.claims import bounded, label_nodes, release_node
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext, s6_services
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
-from sunk.syncer import lock
 from sunk.syncer.plan import SlurmNode
 
 log = logging.getLogger("sunk.operator.nodeset")
-PARALLEL_WRITES = 16
 
 
 class SlurmLink(Protocol):
@@ -49,60 +47,6 @@ LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) →
 
 def _no_link(_ns: str, _cluster: str) -> SlurmLink | None:
     return None
-
-
-async def _bounded(tasks: list, limit: int = PARALLEL_WRITES) -> list:
-    gate = asyncio.Semaphore(limit)
-
-    async def run(coro):
-        async with gate:
-            return await coro
-
-    return await asyncio.gather(*(run(t) for t in tasks))
-
-
-async def _claim(kube: Kube, node: dict[str, Any], nodeset: str, ns: str, cluster: str) -> bool:
-    """Label the Node as ours, guarded by its resourceVersion: of two NodeSets racing for a
-    Node, exactly one wins; the other gets 409 and sees the label on its next pass.
-
-    The Node read from the watch may be older than the API server's (a heartbeat, our own
-    label not yet seen): on 409 the Node is read again, and it is ours if our label is on it,
-    someone else's if theirs is, and claimed once more if it is still free."""
-    path = path_for("v1", "nodes", None, node["metadata"]["name"])
-    labels = {names.LABEL_NODESET: nodeset, names.LABEL_NAMESPACE: ns, names.LABEL_CLUSTER: cluster}
-    for _ in range(2):
-        version = node["metadata"]["resourceVersion"]
-        patch = {"metadata": {"resourceVersion": version, "labels": labels}}
-        try:
-            await kube.merge_patch(path, patch)
-            return True
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
-        fresh = await kube.get(path)
-        if fresh is None:
-            return False
-        current = fresh["metadata"].get("labels") or {}
-        if current.get(names.LABEL_NODESET):
-            return all(current.get(k) == v for k, v in labels.items())
-        node = fresh
-    return False
-
-
-async def _release(kube: Kube, node: dict[str, Any]) -> None:
-    """Unlabel a Node no Pod of ours runs on any more, and drop its lock: no epilog will."""
-    patch = lock.node_patch(node, lock.Holders(), lock.UNLOCKED, "")
-    patch["metadata"]["annotations"][lock.ANN_STATE] = None
-    patch["metadata"]["labels"] = {
-        names.LABEL_NODESET: None,
-        names.LABEL_NAMESPACE: None,
-        names.LABEL_CLUSTER: None,
-    }
-    try:
-        await kube.merge_patch(path_for("v1", "nodes", None, node["metadata"]["name"]), patch)
-    except ApiError as exc:
-        if exc.status not in (404, 409):
-            raise
 
 
 class PodNameTaken(RuntimeError):
@@ -135,34 +79,16 @@ async def _create_pod(kube: Kube, pod: dict[str, Any]) -> bool:
         return False
 
 
-class Placed(enum.Enum):
-    CREATED = "created"  # this request made the Pod
-    EXISTED = "existed"  # ours already (an earlier pass, a repeated create)
-    LOST = "lost"  # another NodeSet claimed the Node first: no Pod
-
-
-async def _place(
-    kube: Kube, result: Plan, by_name: dict[str, Any], nodeset: str, ns: str, cluster: str
-) -> tuple[list[tuple[dict[str, Any], Placed]], list[str]]:
-    """Claim each Node the plan takes and create its Pod right after, Node by Node (up to
-    PARALLEL_WRITES at once): the first Pods start one round trip after the reconcile does,
-    not after every claim, and the API server works on claims and creates together."""
-    claims = set(result.claim)
-
-    async def one(pod: dict[str, Any]) -> Placed:
-        node = _pinned_node(pod)
-        if node in claims and not await _claim(kube, by_name[node], nodeset, ns, cluster):
-            return Placed.LOST
-        return Placed.CREATED if await _create_pod(kube, pod) else Placed.EXISTED
-
-    pinned = {_pinned_node(p) for p in result.create}
-    # A Node our Pod runs on lost its label (removed by hand, say): claimed again, alone.
-    alone = [n for n in result.claim if n not in pinned]
-    won = await _bounded([_claim(kube, by_name[n], nodeset, ns, cluster) for n in alone])
-    placed = list(zip(result.create, await _bounded([one(p) for p in result.create]), strict=True))
-    lost = [n for n, ok in zip(alone, won, strict=True) if not ok]
-    lost += [_pinned_node(pod) for pod, outcome in placed if outcome is Placed.LOST]
-    return placed, lost
+async def _create_expected(kube: Kube, reader: Reader, pod: dict[str, Any]) -> None:
+    """Create a Pod the reader already expects; unless this request made it, it is expected
+    no more: a 409 may be an old Pod still terminating, which must not be read as present
+    once the watch shows it gone."""
+    made = False
+    try:
+        made = await _create_pod(kube, pod)
+    finally:
+        if not made:
+            reader.unexpect(pod)
 
 
 async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> None:
@@ -226,12 +152,15 @@ async def reconcile_nodeset(
     hook_url: str = "",
     namespaces: tuple[str, ...] = (),
     reader: Reader | None = None,
+    label_later: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """``link_for`` finds the cluster's Syncer; ``recheck(seconds)`` asks for another
     reconcile when a removal's grace period runs out; ``hook_url`` is the operator's lock
     hook, given to the Pods when their cluster locks nodes; ``namespaces`` are the ones the
     operator watches (empty: all), the only ones it may read NodeSets in; ``reader`` is where
-    Nodes, Pods, NodeSets and SlurmClusters are read (the operator's watches; default: LISTs).
+    Nodes, Pods, NodeSets and SlurmClusters are read (the operator's watches; default: LISTs);
+    ``label_later()`` asks for the Node labels to be written as separate work (default: here,
+    after the Pods are created; see ``sunk.operator.nodeset.claims``).
     """
     reader = reader or Listed(kube)
     meta = body["metadata"]
@@ -289,15 +218,21 @@ async def reconcile_nodeset(
         (i["metadata"]["namespace"], i["metadata"]["name"])
         for i in await reader.nodesets(None, namespaces)
     }
+    seen = namespaces or None
     try:
-        result = plan(nodeset, body, ctx, nodes, pods, live, view, namespaces or None)
+        holders = await reader.node_holders(namespaces)
+        result = plan(nodeset, body, ctx, nodes, pods, live, view, seen, holders)
         if link is not None and view is not None and _new_removals(result, pods):
             # Which Pods to remove is chosen on Slurm state read now: a job may have started
             # since the Syncer's last pass.
             fresh = await link.read_now()
             if fresh is not None:
                 view = fresh
-                result = plan(nodeset, body, ctx, nodes, pods, live, view, namespaces or None)
+                holders = await reader.node_holders(namespaces)
+                result = plan(nodeset, body, ctx, nodes, pods, live, view, seen, holders)
+        # Nothing awaited since the holders were read (the watches' reads do not suspend):
+        # the Nodes this plan takes are marked taken before any other NodeSet plans.
+        reader.expect(result.create)
     except (SizingError, UnsafeConfigError) as exc:  # a registration Slurm cannot take
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
@@ -307,20 +242,27 @@ async def reconcile_nodeset(
             [conditions.condition("Ready", False, reasons.CONFIG_INVALID, str(exc))],
         )
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    await _bounded([_release(kube, by_name[n]) for n in result.release])
-    if link is not None and view is not None:
-        # A name coming back (a replaced Pod) starts from a fresh Slurm node record.
-        for pod in result.create:
-            if pod["metadata"]["name"] in view:
-                await _forget(link, pod["metadata"]["name"])
-    if result.create:
-        await _pod_prerequisites(kube, body, cluster_obj, nodeset, ctx)
-    placed, lost = await _place(kube, result, by_name, name, ns, cluster.clusterName)
-    # Only Pods this pass made: a 409 may be an old Pod still terminating, which must not be
-    # read as present once the watch shows it gone.
-    reader.expect([pod for pod, outcome in placed if outcome is Placed.CREATED])
-    for node_name in lost:
-        result.claimed_elsewhere[node_name] = "claimed concurrently by another NodeSet"
+    try:
+        await bounded([release_node(kube, by_name[n]) for n in result.release])
+        if link is not None and view is not None:
+            # A name coming back (a replaced Pod) starts from a fresh Slurm node record.
+            for pod in result.create:
+                if pod["metadata"]["name"] in view:
+                    await _forget(link, pod["metadata"]["name"])
+        if result.create:
+            await _pod_prerequisites(kube, body, cluster_obj, nodeset, ctx)
+    except BaseException:
+        for pod in result.create:  # not on their way after all
+            reader.unexpect(pod)
+        raise
+    await bounded([_create_expected(kube, reader, pod) for pod in result.create])
+    if result.claim or result.create:
+        if label_later is not None:
+            label_later()  # off the path that brings the Pods up
+        else:
+            mine = [*pods, *result.create]
+            for node_name in await label_nodes(kube, mine, by_name, name, ns, cluster.clusterName):
+                result.claimed_elsewhere[node_name] = "claimed concurrently by another NodeSet"
     wanted = {pod: "NodeSet deleted" if deleting else why for pod, why in result.delete}
     grace = cluster.syncer.removalGracePeriodSeconds
     steps = removal.decide(pods, wanted, view, safe, grace, time.time())
@@ -381,8 +323,8 @@ async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.S
         }
         return _patch_pod(kube, ns, pod, patch)
 
-    await _bounded([annotate(pod, why) for pod, why in steps.mark.items()])
-    await _bounded([annotate(pod, None) for pod in steps.unmark])
+    await bounded([annotate(pod, why) for pod, why in steps.mark.items()])
+    await bounded([annotate(pod, None) for pod in steps.unmark])
     for pod in steps.mark:
         log.info(
             "%s/%s: removing Pod %s (%s): draining it in Slurm first",
@@ -399,7 +341,7 @@ async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.S
             f"Pod {pod} still ran jobs when removalGracePeriodSeconds ran out; it is deleted "
             "and its jobs fail",
         )
-    await _bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
+    await bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
 
 
 def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
@@ -411,13 +353,6 @@ def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
         or p["metadata"].get("deletionTimestamp")
     }
     return any(pod not in settled for pod, _ in result.delete)
-
-
-def _pinned_node(pod: dict[str, Any]) -> str:
-    terms = pod["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ]["nodeSelectorTerms"]
-    return terms[0]["matchFields"][0]["values"][0]
 
 
 def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str, Any]]:
