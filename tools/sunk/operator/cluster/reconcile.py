@@ -33,6 +33,7 @@ from sunk.slurmconf import (
     Endpoints,
     NodeSetInput,
     Placement,
+    Rendered,
     RenderError,
     render_all,
 )
@@ -183,8 +184,15 @@ async def reconcile_cluster(
     """Returns the status written (or kept). ``reader``: where NodeSets, Pods and Nodes are
     read (the operator's watches; default: LISTs). ``operator_namespace``: where the
     operator's own Pods run (the NetworkPolicies let them reach slurmrestd); None outside a
-    Pod."""
+    Pod.
+
+    The steps, in order: parse the spec, ensure the keys, find the database password, render
+    the configuration, build the objects, apply them, remove the ones switched off, read the
+    components' readiness, write the status. A step that cannot go on ends the pass with its
+    condition (InvalidSpec, KeyMissing, ConfigInvalid); a refused write is a Degraded
+    condition, and the pass goes on with the rest."""
     reader = reader or Listed(kube)
+    meta = body["metadata"]
     try:
         spec = SlurmClusterSpec.model_validate(body["spec"])
     except ValidationError as exc:
@@ -203,43 +211,9 @@ async def reconcile_cluster(
             [conditions.condition("Ready", False, reasons.KEY_MISSING, keys_state.missing)],
             keys=keys_state.records,
         )
-    return await _reconcile_workloads(kube, reader, body, spec, keys_state, operator_namespace)
-
-
-async def _reconcile_workloads(
-    kube: Kube,
-    reader: Reader,
-    body: dict[str, Any],
-    spec: SlurmClusterSpec,
-    keys_state: KeyState,
-    operator_namespace: str | None,
-) -> dict[str, Any]:
-    """Render the configuration, apply the control plane, report readiness."""
-    meta = body["metadata"]
-    ns, name = meta["namespace"], meta["name"]
-    munge, jwt = keys_state.munge, keys_state.jwt
-    problems: list[tuple[str, str]] = []
-    nodesets = await cluster_nodesets(reader, ns, spec.clusterName)
-    password, secret_ref, db_problem = (None, None, "")
-    if spec.accounting.enabled:
-        password, secret_ref, db_problem = await database_password(kube, ns, spec)
-    if (
-        spec.accounting.enabled
-        and spec.accounting.database.type == "moco"
-        and not await kube.get(
-            path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", None, MOCO_CRD)
-        )
-    ):
-        db_problem = "database.type is moco but the MOCO operator (MySQLCluster CRD) is missing"
-    inputs = ClusterInputs(
-        spec,
-        tuple(nodesets),
-        Endpoints.for_cluster(spec, ns),
-        tuple(await placements(reader, ns, spec.clusterName)),
-        password if password is not None else "",
-    )
+    database = await database_state(kube, meta["namespace"], spec)
     try:
-        rendered = render_all(inputs)
+        rendered = await render_config(reader, meta["namespace"], spec, database)
     except RenderError as exc:
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, str(exc))
         return await _write_status(
@@ -248,31 +222,115 @@ async def _reconcile_workloads(
             [conditions.condition("Ready", False, reasons.CONFIG_INVALID, str(exc))],
             keys=keys_state.records,
         )
+    ctx = ClusterContext(
+        meta["name"],
+        meta["namespace"],
+        meta["uid"],
+        spec,
+        rendered,
+        keys_state.munge,
+        keys_state.jwt,
+        database.secret_ref,
+    )
+    login_problem = login_volume_problem(spec, meta["name"])
+    if login_problem:
+        await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, login_problem)
+    objects, policies = build_objects(ctx, database, login_problem, operator_namespace)
+    problems = await apply_objects(kube, objects)
+    problems += await remove_switched_off(kube, ctx, policies, login_problem)
+    conds = await component_conditions(kube, spec, objects, database, login_problem, problems)
+    if database.problem:
+        await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, database.problem)
+    return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
 
-    ctx = ClusterContext(name, ns, meta["uid"], spec, rendered, munge, jwt, secret_ref)
-    # Login volumes that cannot be merged: the login objects are left as they run, and
-    # LoginReady says why (the rest of the cluster is reconciled as usual).
-    login_problem = ""
-    if spec.login.enabled:
-        shared = shared_volumes.merge_login(spec, name)
-        if shared.problems:
-            login_problem = str(shared_volumes.VolumeConfigError(shared.problems))
-            await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, login_problem)
+
+@dataclass(frozen=True)
+class Database:
+    """The database step's outcome: slurmdbd's password and where it comes from, or why the
+    database cannot be used yet (``problem``; empty when it can)."""
+
+    password: str | None = None
+    secret_ref: tuple[str, str] | None = None
+    problem: str = ""
+
+    @property
+    def moco_missing(self) -> bool:
+        return self.problem.startswith(MOCO_MISSING)
+
+
+MOCO_MISSING = "database.type is moco but the MOCO operator (MySQLCluster CRD) is missing"
+
+
+async def database_state(kube: Kube, ns: str, spec: SlurmClusterSpec) -> Database:
+    if not spec.accounting.enabled:
+        return Database()
+    password, secret_ref, problem = await database_password(kube, ns, spec)
+    if spec.accounting.database.type == "moco" and not await kube.get(
+        path_for("apiextensions.k8s.io/v1", "customresourcedefinitions", None, MOCO_CRD)
+    ):
+        problem = MOCO_MISSING
+    return Database(password, secret_ref, problem)
+
+
+async def render_config(
+    reader: Reader, ns: str, spec: SlurmClusterSpec, database: Database
+) -> Rendered:
+    """Every Slurm file of the cluster, from its spec, its NodeSets and where their Pods run
+    (topology); raises RenderError for a configuration Slurm would not take."""
+    inputs = ClusterInputs(
+        spec,
+        tuple(await cluster_nodesets(reader, ns, spec.clusterName)),
+        Endpoints.for_cluster(spec, ns),
+        tuple(await placements(reader, ns, spec.clusterName)),
+        database.password if database.password is not None else "",
+    )
+    return render_all(inputs)
+
+
+def login_volume_problem(spec: SlurmClusterSpec, name: str) -> str:
+    """Why the login volumes cannot be merged ("" when they can). With a problem the login
+    objects are left as they run, and LoginReady says why; the rest of the cluster is
+    reconciled as usual."""
+    if not spec.login.enabled:
+        return ""
+    shared = shared_volumes.merge_login(spec, name)
+    return str(shared_volumes.VolumeConfigError(shared.problems)) if shared.problems else ""
+
+
+def build_objects(
+    ctx: ClusterContext, database: Database, login_problem: str, operator_namespace: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(every object to apply, in order; the NetworkPolicies among them)."""
     objects = desired_objects(ctx, with_login=not login_problem)
     policies = network_policies(ctx, operator_peer(operator_namespace))
     # First, so no Pod this pass starts (MariaDB's, say) is ever reachable without them.
     objects[:0] = policies
-    if spec.accounting.enabled:
+    if ctx.spec.accounting.enabled:
         dbd = slurmdbd_secret(ctx)
-        if dbd is not None and password is not None:
+        if dbd is not None and database.password is not None:
             objects.insert(0, dbd)
+    if database.moco_missing:
+        objects = [o for o in objects if o["kind"] != "MySQLCluster"]
+    return objects, policies
+
+
+async def apply_objects(kube: Kube, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Apply each object (only on change); returns the refused ones as (kind, message)."""
+    problems: list[tuple[str, str]] = []
     for obj in objects:
-        if obj["kind"] == "MySQLCluster" and db_problem.startswith("database.type is moco"):
-            continue
         try:
             await ensure(kube, obj)
         except ApiError as exc:
             problems.append((obj["kind"], str(exc)))
+    return problems
+
+
+async def remove_switched_off(
+    kube: Kube, ctx: ClusterContext, policies: list[dict[str, Any]], login_problem: str
+) -> list[tuple[str, str]]:
+    """Delete the PodDisruptionBudgets and NetworkPolicies the spec no longer asks for;
+    returns the refused deletions as (kind, message)."""
+    spec, ns = ctx.spec, ctx.namespace
     unwanted = [
         ("PodDisruptionBudget", path_for("policy/v1", "poddisruptionbudgets", ns, budget))
         for budget in disruption_budgets_off(ctx)
@@ -285,12 +343,25 @@ async def _reconcile_workloads(
         for policy in policy_names(spec.clusterName)
         if policy not in wanted
     ]
+    problems: list[tuple[str, str]] = []
     for kind, path in unwanted:
         try:
             await remove_owned(kube, path, spec.clusterName)
         except ApiError as exc:
             problems.append((kind, str(exc)))
+    return problems
 
+
+async def component_conditions(
+    kube: Kube,
+    spec: SlurmClusterSpec,
+    objects: list[dict[str, Any]],
+    database: Database,
+    login_problem: str,
+    problems: list[tuple[str, str]],
+) -> list[dict[str, Any]]:
+    """Ready, one <Component>Ready per component (from its workloads' readyReplicas), and a
+    Degraded condition per refused write."""
     components = [("Controller", objects_of(objects, "controller"))]
     if spec.accounting.enabled:
         components.append(("Accounting", objects_of(objects, "accounting")))
@@ -303,8 +374,8 @@ async def _reconcile_workloads(
         ready = all([await workload_ready(kube, w) for w in workloads])
         reason = reasons.COMPONENT_READY if ready else reasons.PODS_PROGRESSING
         message = ""
-        if component == "Accounting" and db_problem:
-            ready, reason, message = False, reasons.DATABASE_UNAVAILABLE, db_problem
+        if component == "Accounting" and database.problem:
+            ready, reason, message = False, reasons.DATABASE_UNAVAILABLE, database.problem
         if component == "Login" and login_problem:
             ready, reason, message = False, reasons.CONFIG_INVALID, login_problem
         conds.append(conditions.condition(f"{component}Ready", ready, reason, message))
@@ -321,9 +392,7 @@ async def _reconcile_workloads(
             reasons.ALL_COMPONENTS_READY if all_ready else reasons.PODS_PROGRESSING,
         ),
     )
-    if db_problem:
-        await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, db_problem)
-    return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
+    return conds
 
 
 async def remove_owned(kube: Kube, path: str, cluster: str) -> None:
