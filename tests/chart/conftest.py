@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sunk.chartio.manifests import RenderedRelease
-from sunk.operator.cluster.objects import ClusterContext
+from sunk.operator.cluster.base import ClusterContext
 from sunk.operator.nodeset.pod import build_pod
 from sunk.operator.nodeset.reconcile import pod_context
 from sunk.slurmconf import NodeSetInput, render_all

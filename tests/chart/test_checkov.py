@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from sunk.devenv.paths import tool_path
+from sunk.operator.cluster.accounting import slurmdbd_secret
 from sunk.operator.cluster.network import network_policies, operator_peer
-from sunk.operator.cluster.objects import desired_objects, slurmdbd_secret
+from sunk.operator.cluster.objects import desired_objects
 from tests.chart.conftest import EXAMPLES, operator_view
 
 SKIPS = Path(__file__).with_name("checkov-skips.yaml")

@@ -9,7 +9,8 @@ import yaml
 
 from sunk.chartio.helm import Release, template
 from sunk.chartio.manifests import parse_release
-from sunk.operator.cluster.objects import ClusterContext, desired_objects
+from sunk.operator.cluster.base import ClusterContext
+from sunk.operator.cluster.objects import desired_objects
 from sunk.slurmconf import render_all
 from tests.chart.conftest import write_values
 

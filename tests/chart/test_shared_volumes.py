@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from sunk.cli.main import app
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
-from sunk.operator.cluster.objects import ClusterContext, desired_objects
+from sunk.operator.cluster.base import ClusterContext
+from sunk.operator.cluster.objects import desired_objects
 from sunk.operator.nodeset.pod import build_pod
 from sunk.operator.nodeset.reconcile import pod_context
 from sunk.operator.shared_volumes import LOGIN, SLURMD

@@ -7,12 +7,9 @@ import base64
 from sunk.models.crds import SlurmClusterSpec
 from sunk.operator import names
 from sunk.operator.cluster import keys
-from sunk.operator.cluster.objects import (
-    ClusterContext,
-    desired_objects,
-    disruption_budgets_off,
-    slurmdbd_secret,
-)
+from sunk.operator.cluster.accounting import slurmdbd_secret
+from sunk.operator.cluster.base import ClusterContext
+from sunk.operator.cluster.objects import desired_objects, disruption_budgets_off
 from sunk.slurmconf import ClusterInputs, Endpoints, render_all
 
 

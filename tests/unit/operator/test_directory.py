@@ -9,7 +9,8 @@ from pydantic import ValidationError
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 from sunk.models.values import DirectoryService
 from sunk.operator import directory, names
-from sunk.operator.cluster.objects import ClusterContext, desired_objects
+from sunk.operator.cluster.base import ClusterContext
+from sunk.operator.cluster.objects import desired_objects
 from sunk.operator.nodeset.pod import build_pod, template_hash
 from sunk.operator.nodeset.reconcile import pod_context
 from sunk.operator.shared_volumes import VolumeConfigError

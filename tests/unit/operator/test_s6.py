@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sunk.models.values import S6Service
 from sunk.operator import names, s6
-from sunk.operator.cluster.objects import config_maps, desired_objects
+from sunk.operator.cluster.controller import config_maps
+from sunk.operator.cluster.objects import desired_objects
 from sunk.operator.nodeset.pod import template_hash
 from sunk.operator.nodeset.reconcile import pod_context
 from tests.unit.operator.test_shared_volumes import (

@@ -9,7 +9,9 @@ import pytest
 
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 from sunk.operator import shared_volumes
-from sunk.operator.cluster.objects import ClusterContext, desired_objects, login
+from sunk.operator.cluster.base import ClusterContext
+from sunk.operator.cluster.login import login
+from sunk.operator.cluster.objects import desired_objects
 from sunk.operator.common import MUNGE_RESOURCES
 from sunk.operator.nodeset.plan import plan
 from sunk.operator.nodeset.pod import build_pod, template_hash

@@ -86,7 +86,7 @@ class PodOptions(Strict):
 
 def daemon_resources(daemon: str, cpu: str, memory: str) -> Any:
     """`resources` of a control-plane daemon: unset, the operator requests ``cpu`` and
-    ``memory`` and sets no limit (sunk.operator.cluster.objects.DEFAULT_REQUESTS)."""
+    ``memory`` and sets no limit (sunk.operator.cluster.base.DEFAULT_REQUESTS)."""
     return Field(
         default=None,
         description=f"{daemon} container resources; unset: requests of {cpu} CPU and "

@@ -1,7 +1,8 @@
-"""What the builders of every component share (the control plane's in
-``sunk.operator.cluster.objects``, the slurmd Pods' in ``sunk.operator.nodeset.pod``): labels,
-owner references, the per-component ServiceAccount, the security contexts and the munge
-sidecar. Builders return whole objects; nothing here patches one afterwards."""
+"""What the builders of every component share (the control plane's in the component modules of
+``sunk.operator.cluster``, which share more in ``sunk.operator.cluster.base``; the slurmd Pods'
+in ``sunk.operator.nodeset.pod``): labels, owner references, the per-component ServiceAccount,
+the security contexts and the munge sidecar. Builders return whole objects; nothing here
+patches one afterwards."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ MUNGE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"mem
 # user (setpriv, munged's or mariadbd's --user) needs, and nothing more: chown its directories
 # and key copies (CHOWN), write and chmod them once they belong to that user (DAC_OVERRIDE,
 # FOWNER), switch user and groups (SETUID, SETGID). The munge sidecar and the control-plane
-# daemons (sunk.operator.cluster.objects) run with it.
+# daemons (sunk.operator.cluster.base) run with it.
 ROOT_THEN_USER_SECURITY_CONTEXT = {
     "allowPrivilegeEscalation": False,
     "capabilities": {

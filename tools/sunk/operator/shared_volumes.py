@@ -1,6 +1,6 @@
 """Volumes shared by the login and slurmd Pods: `global.volumes` / `global.volumeMounts`.
 
-One merge, used by the login builder (sunk.operator.cluster.objects), the slurmd builder and
+One merge, used by the login builder (sunk.operator.cluster.login), the slurmd builder and
 its template hash (sunk.operator.nodeset.pod) and `sunkctl validate` (SUNK028). Layers, the
 weakest first:
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from sunk.operator import names
-from sunk.operator.cluster.objects import ClusterContext, meta, selector
+from sunk.operator.cluster.base import ClusterContext, meta, selector
 
 # The operator's Pods as the sunk chart labels them; its namespace comes from POD_NAMESPACE.
 OPERATOR_POD_LABELS = {

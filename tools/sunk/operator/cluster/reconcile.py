@@ -20,13 +20,10 @@ from sunk.operator.apply import create_once, ensure
 from sunk.operator.cache import Listed, Reader
 from sunk.operator.client import ApiError, Kube, path_for
 from sunk.operator.cluster import keyguard, keys
+from sunk.operator.cluster.accounting import slurmdbd_secret
+from sunk.operator.cluster.base import ClusterContext
 from sunk.operator.cluster.network import network_policies, operator_peer, policy_names
-from sunk.operator.cluster.objects import (
-    ClusterContext,
-    desired_objects,
-    disruption_budgets_off,
-    slurmdbd_secret,
-)
+from sunk.operator.cluster.objects import desired_objects, disruption_budgets_off
 from sunk.operator.events import emit, emit_on_change
 from sunk.slurmconf import (
     ClusterInputs,

@@ -1,0 +1,165 @@
+"""The Slurm controller: slurmctld's StatefulSet (with the loop that reconfigures it when its
+mounted configuration changes), its Service and PodDisruptionBudget, and the cluster's
+ConfigMaps (slurm.conf and the other rendered files, topology.conf, sssd.conf, the login Pods'
+s6 services, the Lua scripts).
+
+Apart from the other components (sunk.operator.cluster.objects assembles them): the controller
+is the one every cluster has, and the ConfigMaps go with it, as slurmctld serves the
+configuration to the configless slurmds and is reconfigured when it changes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sunk.operator import directory, names, s6
+from sunk.operator.cluster.base import (
+    SLURM_UID,
+    ClusterContext,
+    config_volume,
+    daemon_container,
+    disruption_budget,
+    labels,
+    meta,
+    pod_account,
+    pod_security,
+    pod_spec,
+    selector,
+    service,
+    template,
+    volume_claim,
+)
+from sunk.operator.common import non_root
+from sunk.slurmconf.inputs import service_domain
+from sunk.slurmconf.lua import CONTROLLER_FILES
+from sunk.slurmconf.sssd import FILE as SSSD_FILE
+
+# The reconfigure loop starts as SlurmUser, whom slurmctld lets reconfigure, not as root as
+# slurmctld does (sunk.operator.cluster.base).
+RECONFIGURE_SECURITY_CONTEXT = non_root(SLURM_UID)
+
+
+# Mounted ConfigMaps change in place (topology.conf on Node label changes, cli_filter.lua): tell
+# slurmctld, which also sends them to the configless slurmds. Not job_submit.lua: the plugin
+# rereads it by itself and keeps the previous script when the new one does not load, where a
+# reconfigure (a restart in 24.11) would make slurmctld exit.
+RECONFIGURE_LOOP = """\
+last=""
+while sleep 15; do
+  now=$(cat /etc/slurm/*.conf /etc/slurm/cli_filter.lua 2>/dev/null | md5sum)
+  if [ -n "$last" ] && [ "$now" != "$last" ]; then
+    scontrol reconfigure && echo "configuration changed: scontrol reconfigure"
+  fi
+  last=$now
+done
+"""
+
+
+def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
+    loop = ["/bin/sh", "-c", RECONFIGURE_LOOP]
+    container = daemon_container(ctx, "reconfigure", ctx.spec.controller, loop)
+    container["resources"] = {
+        "requests": {"cpu": "5m", "memory": "16Mi"},
+        "limits": {"memory": "64Mi"},
+    }
+    container["securityContext"] = copy.deepcopy(RECONFIGURE_SECURITY_CONTEXT)
+    return container
+
+
+def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
+    apart = ("slurmdbd.conf", "topology.conf", SSSD_FILE, *CONTROLLER_FILES)
+    files = {k: v for k, v in ctx.rendered.files.items() if k not in apart}
+    out = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(ctx, names.config_map(ctx.cluster), "config"),
+            "data": files,
+        }
+    ]
+    if "topology.conf" in ctx.rendered.files:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.topology_map(ctx.cluster), "topology"),
+                "data": {"topology.conf": ctx.rendered.files["topology.conf"]},
+            }
+        )
+    if SSSD_FILE in ctx.rendered.files:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.sssd_map(ctx.cluster), "directory"),
+                "data": {SSSD_FILE: ctx.rendered.files[SSSD_FILE]},
+            }
+        )
+    login = ctx.spec.login
+    if login.enabled and login.s6:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.login_s6_map(ctx.cluster), "login"),
+                "data": s6.config_map_data(login.s6),
+            }
+        )
+    # Lua scripts apart: job_submit.lua is the controller's alone (sunk.slurmconf.lua).
+    lua = {k: v for k, v in ctx.rendered.files.items() if k in CONTROLLER_FILES}
+    if lua:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta(ctx, names.lua_map(ctx.cluster), "lua"),
+                "data": lua,
+            }
+        )
+    return out
+
+
+def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
+    opts = ctx.spec.controller
+    name = names.controller(ctx.cluster)
+    container = daemon_container(ctx, "slurmctld", opts, ["slurmctld"], 6817)
+    container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
+    volumes = [config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
+    pod = pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
+    directory.attach(pod, directory.for_cluster(ctx.spec), {"slurmctld"})
+    if ctx.spec.login.enabled:
+        # srun and salloc on a login Pod give slurmctld their host name (the Pod's, e.g.
+        # <cluster>-login-0) for its messages to them; it resolves only in the login Pods'
+        # subdomain. Unresolved, slurmctld retries for 10 s per message and a job's completion
+        # waits about a minute for the srun it cannot reach.
+        pod["dnsConfig"] = {
+            "searches": [f"{names.login_pods(ctx.cluster)}.{service_domain(ctx.namespace)}"]
+        }
+    pod_security(pod, SLURM_UID)
+    account = pod_account(ctx, pod, "controller")
+    claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
+    retain = "Retain" if opts.keepStateOnDelete else "Delete"
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(ctx, name, "controller"),
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": selector(ctx, "controller")},
+            "template": template(
+                ctx, "controller", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+            ),
+            "volumeClaimTemplates": [claim],
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retain, "whenScaled": "Retain"},
+        },
+    }
+    out = [
+        account,
+        statefulset,
+        service(ctx, name, "controller", [("slurmctld", 6817)], headless=True),
+    ]
+    if opts.podDisruptionBudget.enabled:  # one replica: a drain waits for an admin
+        out.append(disruption_budget(ctx, name, "controller", 0))
+    return out
