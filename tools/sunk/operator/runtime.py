@@ -67,6 +67,8 @@ class Runtime:
     # What the watches have shown: (kind, namespace, name) → spec.clusterName.
     known: dict[tuple[str, str, str], str] = field(default_factory=dict)
     node_fingerprints: dict[str, str] = field(default_factory=dict)
+    # Node → (namespace, NodeSet) of its claim label, as the watch last showed it.
+    node_claims: dict[str, tuple[str, str]] = field(default_factory=dict)
     pod_nodes: dict[tuple[str, str], str] = field(default_factory=dict)
     # One Syncer per SlurmCluster (namespace, name).
     syncers: dict[tuple[str, str], RunningSyncer] = field(default_factory=dict)
@@ -440,12 +442,19 @@ def on_nodeset(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: obje
     rt.enqueue_cluster(body.metadata.namespace, (body.spec or {}).get("clusterName"))
 
 
+# The Node labels a NodeSet's claim writes (sunk.operator.nodeset.claims): kept apart from what
+# every reconcile reads, so the labels a scale-up writes do not each wake every reconcile.
+CLAIM_LABELS = (names.LABEL_NODESET, names.LABEL_NAMESPACE, names.LABEL_CLUSTER)
+
+
 def _node_fingerprint(node: dict[str, Any]) -> str:
-    """What feasibility, naming and topology read from a Node; heartbeats do not change it."""
+    """What feasibility, naming and topology read from a Node; heartbeats and claim labels do
+    not change it."""
     status, spec = node.get("status") or {}, node.get("spec") or {}
+    labels = node["metadata"].get("labels") or {}
     return stable_hash(
         [
-            node["metadata"].get("labels"),
+            {k: v for k, v in labels.items() if k not in CLAIM_LABELS},
             spec.get("taints"),
             spec.get("unschedulable"),
             status.get("allocatable"),
@@ -456,6 +465,21 @@ def _node_fingerprint(node: dict[str, Any]) -> str:
 
 def on_node(rt: Runtime, kind: str, node: dict[str, Any]) -> None:
     name = node["metadata"]["name"]
+    labels = node["metadata"].get("labels") or {}
+    claim = (labels.get(names.LABEL_NAMESPACE) or "", labels.get(names.LABEL_NODESET) or "")
+    claim = claim if claim[1] and kind != "DELETED" else None
+    old_claim = rt.node_claims.get(name)
+    if claim != old_claim:
+        if claim is None:
+            rt.node_claims.pop(name, None)
+        else:
+            rt.node_claims[name] = claim
+        # A NodeSet whose label went (removed by hand, overwritten) labels the Node again or
+        # lets its Pod go; a new label is its writer's own doing, and a writer that lost
+        # the race is told by its label write (Runtime.label_nodes).
+        if old_claim is not None:
+            rt.enqueue("NodeSet", *old_claim)
+        rt.wake_syncer(claim[0] if claim else "", labels.get(names.LABEL_CLUSTER) or "")
     fingerprint = "" if kind == "DELETED" else _node_fingerprint(node)
     if rt.node_fingerprints.get(name) == fingerprint:
         return
@@ -464,7 +488,6 @@ def on_node(rt: Runtime, kind: str, node: dict[str, Any]) -> None:
     else:
         rt.node_fingerprints.pop(name, None)
     rt.enqueue_known()
-    labels = node["metadata"].get("labels") or {}
     rt.wake_syncer(labels.get(names.LABEL_NAMESPACE) or "", labels.get(names.LABEL_CLUSTER) or "")
 
 
