@@ -99,6 +99,11 @@ sunk_split_hostport() {
 # Install the munge key from the mounted Secret: owner munge, mode 0400.
 sunk_munge_key() {
   if [ -f "$SUNK_MUNGE_KEY_SOURCE" ]; then
+    if [ ! -r "$SUNK_MUNGE_KEY_SOURCE" ] && [ "$SUNK_DRY_RUN" != 1 ]; then
+      sunk_die "cannot read the munge key $SUNK_MUNGE_KEY_SOURCE as uid $(id -u): give the Pod" \
+        "an fsGroup (a Secret volume's files are then readable to that group) or start this" \
+        "container as root"
+    fi
     sunk_do mkdir -p "$(dirname "$SUNK_MUNGE_KEY")"
     sunk_do cp "$SUNK_MUNGE_KEY_SOURCE" "$SUNK_MUNGE_KEY"
     # Not root (a munge sidecar run as uid munge): the copy is already owned by munged's user.

@@ -464,17 +464,43 @@ def test_slurmrestd_answers_a_jwt_through_its_service(slurm: SlurmDeployment):
     assert '"pinged": "UP"' in answer, answer[:2000]
 
 
-def test_slurmrestd_and_the_reconfigure_loop_start_as_their_own_users(slurm: SlurmDeployment):
-    """Neither starts as root: slurmrestd's process (PID 1 of its container, which answered
-    the JWT above) runs as uid 403, and the reconfigure loop as SlurmUser (401), whom
-    slurmctld lets reconfigure."""
-    (rest,) = slurm.running_pods("rest")
-    status = slurm.exec(rest["metadata"]["name"], "slurmrestd", "cat", "/proc/1/status")
-    uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
-    assert set(uids) == {"403"}, status
-    assert "slurmrestd" in slurm.exec(rest["metadata"]["name"], "slurmrestd", "cat", "/proc/1/comm")
+def _first_process(slurm: SlurmDeployment, pod: str, container: str) -> tuple[set[str], int]:
+    """(its real, effective, saved and file-system uids; its capability bounding set) of the
+    container's PID 1, the daemon its entrypoint became."""
+    status = slurm.exec(pod, container, "cat", "/proc/1/status")
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return set(fields["Uid"].split()), int(fields["CapBnd"].strip(), 16)
+
+
+def test_the_control_plane_daemons_start_as_their_own_users(slurm: SlurmDeployment):
+    """None of them starts as root: slurmctld, slurmdbd and the reconfigure loop run as
+    SlurmUser (401), slurmrestd as 403, the control plane's munge sidecars as munge (402), each
+    with an empty capability bounding set, which a process that started as root and dropped
+    to its user would not have. The state-owner init container gave slurmctld its state
+    volume, and the reconfigure loop may still reconfigure slurmctld."""
     (controller,) = slurm.running_pods("controller")
+    (accounting,) = slurm.running_pods("accounting")
+    (rest,) = slurm.running_pods("rest")
+    for pod, container, uid in (
+        (controller, "slurmctld", "401"),
+        (controller, "munge", "402"),
+        (accounting, "slurmdbd", "401"),
+        (accounting, "munge", "402"),
+        (rest, "slurmrestd", "403"),
+        (rest, "munge", "402"),
+    ):
+        name = pod["metadata"]["name"]
+        uids, bounding = _first_process(slurm, name, container)
+        assert uids == {uid}, (name, container, uids)
+        assert bounding == 0, (name, container, hex(bounding))
+    assert "slurmrestd" in slurm.exec(rest["metadata"]["name"], "slurmrestd", "cat", "/proc/1/comm")
+    (owner,) = controller["status"]["initContainerStatuses"]
+    assert owner["name"] == "state-owner"
+    assert owner["state"]["terminated"]["exitCode"] == 0, owner
     name = controller["metadata"]["name"]
+    assert slurm.exec(name, "slurmctld", "stat", "-c", "%u", "/var/spool/slurmctld").strip() == (
+        "401"
+    )
     assert slurm.exec(name, "reconfigure", "id", "-u").strip() == "401"
     slurm.exec(name, "reconfigure", "scontrol", "reconfigure")  # raises unless it exits 0
 

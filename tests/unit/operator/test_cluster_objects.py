@@ -206,25 +206,39 @@ def test_control_plane_pods_are_hardened_by_default():
     assert sshd["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
 
 
-def test_slurmrestd_and_the_reconfigure_loop_never_run_as_root():
-    """They own no directory and no key copy: each starts as its own user (slurmrestd 403,
-    SlurmUser 401 for scontrol reconfigure) with no capability; the daemons that chown their
-    state still start as root."""
+def test_the_slurm_daemons_and_the_control_plane_munge_never_run_as_root():
+    """Each starts as its own user with no capability: slurmctld, slurmdbd and the reconfigure
+    loop as SlurmUser (401), slurmrestd as 403, the control plane's munge sidecars as munge
+    (402), which reads its key through the Pod's fsGroup. Only a one-shot init container
+    starts as root, with CHOWN alone, to give slurmctld's state volume to SlurmUser; MariaDB
+    and the login and slurmd Pods' munge still start as root and drop."""
     pods = _pod_specs(context())
 
-    def context_of(pod: str, container: str) -> dict:
-        (found,) = [c for c in pods[pod]["containers"] if c["name"] == container]
+    def context_of(pod: str, container: str, kind: str = "containers") -> dict:
+        (found,) = [c for c in pods[pod][kind] if c["name"] == container]
         return found["securityContext"]
 
     for pod, container, uid in (
-        ("c-rest", "slurmrestd", 403),
+        ("c-controller", "slurmctld", 401),
         ("c-controller", "reconfigure", 401),
+        ("c-controller", "munge", 402),
+        ("c-accounting", "slurmdbd", 401),
+        ("c-accounting", "munge", 402),
+        ("c-rest", "slurmrestd", 403),
+        ("c-rest", "munge", 402),
     ):
         security = context_of(pod, container)
-        assert security["runAsUser"] == security["runAsGroup"] == uid, container
-        assert security["runAsNonRoot"] is True, container
-        assert security["capabilities"] == {"drop": ["ALL"]}, container
-    for pod, container in (("c-controller", "slurmctld"), ("c-accounting", "slurmdbd")):
+        assert security["runAsUser"] == security["runAsGroup"] == uid, (pod, container)
+        assert security["runAsNonRoot"] is True, (pod, container)
+        assert security["capabilities"] == {"drop": ["ALL"]}, (pod, container)
+    for pod, group in (("c-controller", 401), ("c-accounting", 401), ("c-rest", 402)):
+        assert pods[pod]["securityContext"]["fsGroup"] == group, pod
+    (owner,) = pods["c-controller"]["initContainers"]
+    assert owner["args"] == ["chown", "401:401", "/var/spool/slurmctld"]
+    assert owner["volumeMounts"] == [{"name": "state", "mountPath": "/var/spool/slurmctld"}]
+    assert owner["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert owner["securityContext"]["allowPrivilegeEscalation"] is False
+    for pod, container in (("c-mariadb", "mariadb"), ("c-login", "munge")):
         security = context_of(pod, container)
         assert "runAsUser" not in security, container
         assert "SETUID" in security["capabilities"]["add"], container

@@ -232,15 +232,23 @@ def test_no_slurm_pod_mounts_an_api_token_unless_its_template_asks():
 
 
 def test_every_munge_sidecar_keeps_only_what_installing_the_key_needs():
+    """The control plane's start as munge with no capability (their Pods' fsGroup lets them
+    read the key); the login and slurmd Pods' start as root with the five capabilities that
+    copy the key, give it to munge and drop to it."""
     cluster = SlurmClusterSpec.model_validate({"clusterName": "c"})
     objects = desired_objects(context(cluster))
-    pods = [workload(objects, c) for c in ("controller", "login", "accounting", "rest")]
-    for pod in [*pods, slurmd_pod(cluster)]:
+    for component in ("controller", "accounting", "rest"):
+        munge = by_name(workload(objects, component)["containers"])["munge"]
+        assert munge["securityContext"]["capabilities"] == {"drop": ["ALL"]}, component
+        assert munge["securityContext"]["runAsUser"] == 402, component
+        assert workload(objects, component)["securityContext"]["fsGroup"], component
+    for pod in [workload(objects, "login"), slurmd_pod(cluster)]:
         munge = by_name(pod["containers"])["munge"]
         assert munge["securityContext"]["capabilities"]["drop"] == ["ALL"]
         assert set(munge["securityContext"]["capabilities"]["add"]) == {
             "CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID",
         }  # fmt: skip
+        assert "fsGroup" not in pod["securityContext"]
 
 
 def test_slurmctld_resolves_the_login_pods_host_names():

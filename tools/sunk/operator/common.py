@@ -13,6 +13,7 @@ from sunk.models.crds import API_VERSION
 from sunk.operator import names
 
 MUNGE_SOCKET = "/run/munge"
+MUNGE_UID = 402  # the images' fixed munge id (images/common/install-slurm.sh)
 MUNGE_RESOURCES = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
 # What an entrypoint that starts as root, owns its directories and keys, then drops to its own
 # user (setpriv, munged's or mariadbd's --user) needs, and nothing more: chown its directories
@@ -96,9 +97,16 @@ def service_account(
     }
 
 
-def munge_sidecar(image: str, resources: dict[str, Any] | None) -> dict[str, Any]:
+def munge_sidecar(
+    image: str, resources: dict[str, Any] | None, uid: int | None = None
+) -> dict[str, Any]:
     """The munge sidecar of every Slurm Pod (slurmd and control plane): `munge.resources`
-    when set, else ours."""
+    when set, else ours. ``uid`` (MUNGE_UID): munged starts as that user and copies its key
+    from the Secret, which the Pod's fsGroup makes readable to it (Kubernetes adds the group's
+    read bit to the files of a Secret volume); None: it starts as root, copies the key, gives
+    the copy to munge and drops to it (Pods without fsGroup: the slurmd and login Pods, where
+    an fsGroup would change the group of the users' volumes)."""
+    security = non_root(uid) if uid is not None else ROOT_THEN_USER_SECURITY_CONTEXT
     return {
         "name": "munge",
         "image": image,
@@ -108,7 +116,7 @@ def munge_sidecar(image: str, resources: dict[str, Any] | None) -> dict[str, Any
             {"name": "munge-key", "mountPath": "/etc/munge-secret", "readOnly": True},
         ],
         "resources": munge_resources(resources),
-        "securityContext": copy.deepcopy(ROOT_THEN_USER_SECURITY_CONTEXT),
+        "securityContext": copy.deepcopy(security),
     }
 
 

@@ -15,6 +15,7 @@ from sunk.models.k8s import image_ref
 from sunk.operator import names
 from sunk.operator.cluster.base import (
     SLURM_UID,
+    SLURM_USER_SECURITY_CONTEXT,
     ClusterContext,
     config_volume,
     daemon_container,
@@ -29,7 +30,11 @@ from sunk.operator.cluster.base import (
     template,
     volume_claim,
 )
-from sunk.operator.common import POD_SECURITY_CONTEXT, ROOT_THEN_USER_SECURITY_CONTEXT
+from sunk.operator.common import (
+    MUNGE_UID,
+    POD_SECURITY_CONTEXT,
+    ROOT_THEN_USER_SECURITY_CONTEXT,
+)
 from sunk.slurmconf import Endpoints
 
 
@@ -38,7 +43,9 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
     if not acct.enabled:
         return []
     name = names.accounting(ctx.cluster)
-    container = daemon_container(ctx, "slurmdbd", acct, ["slurmdbd"], 6819)
+    container = daemon_container(
+        ctx, "slurmdbd", acct, ["slurmdbd"], 6819, SLURM_USER_SECURITY_CONTEXT
+    )
     container["volumeMounts"].append(
         {"name": "slurmdbd-conf", "mountPath": "/etc/slurmdbd", "readOnly": True}
     )
@@ -55,8 +62,9 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
             "secret": {"secretName": names.dbd_secret(ctx.cluster), "defaultMode": 0o400},
         },
     ]
-    pod = pod_spec(ctx, acct, [container], volumes, hostname=name)
-    # slurmdbd runs as slurm and reads the JWT key (mode 0400) from the projected config volume
+    pod = pod_spec(ctx, acct, [container], volumes, hostname=name, munge_uid=MUNGE_UID)
+    # slurmdbd runs as slurm and reads slurmdbd.conf and the JWT key (mode 0400, 0440 with the
+    # fsGroup), munge its key
     pod_security(pod, SLURM_UID)
     account = pod_account(ctx, pod, "accounting")
     deployment = {

@@ -19,17 +19,19 @@ from sunk.operator import names
 from sunk.operator.common import (
     MUNGE_SOCKET,
     POD_SECURITY_CONTEXT,
-    ROOT_THEN_USER_SECURITY_CONTEXT,
     cluster_labels,
     cluster_owner,
     munge_sidecar,
     munge_volumes,
+    non_root,
     service_account,
 )
 from sunk.slurmconf import Rendered
 
 SLURM_UID = 401  # the images' fixed ids (images/common/install-slurm.sh), as SUNK's
 SLURMRESTD_UID = 403
+# slurmctld and slurmdbd: SlurmUser from the start (their state and key copies are theirs).
+SLURM_USER_SECURITY_CONTEXT = non_root(SLURM_UID)
 # Requests (never limits: see checkov-skips.yaml) of a component whose `resources` is unset.
 DEFAULT_REQUESTS = {
     "slurmctld": {"cpu": "100m", "memory": "256Mi"},
@@ -97,13 +99,14 @@ def _pull_secrets(ctx: ClusterContext) -> list[dict[str, str]]:
     return list(ctx.spec.imagePullSecrets)
 
 
-def munge_container(ctx: ClusterContext) -> dict[str, Any]:
+def munge_container(ctx: ClusterContext, uid: int | None = None) -> dict[str, Any]:
     """The munge sidecar of every control-plane Pod, sized by `munge.resources`, as the slurmd
-    Pods' (sunk.operator.nodeset.pod)."""
+    Pods' (sunk.operator.nodeset.pod); ``uid``: see ``munge_sidecar``."""
     resources = ctx.spec.munge.resources
     return munge_sidecar(
         image_ref(ctx.spec.controller.image, ctx.spec.global_.imageRegistry),
         resources.model_dump(mode="json", exclude_none=True) if resources is not None else None,
+        uid,
     )
 
 
@@ -147,9 +150,11 @@ def pod_spec(
     containers: list[dict[str, Any]],
     volumes: list[dict[str, Any]],
     hostname: str | None = None,
+    munge_uid: int | None = None,
 ) -> dict[str, Any]:
+    """``munge_uid``: the munge sidecar starts as that user (the Pod needs an fsGroup)."""
     spec: dict[str, Any] = {
-        "containers": [*containers, munge_container(ctx)],
+        "containers": [*containers, munge_container(ctx, munge_uid)],
         "volumes": [*volumes, *munge_volumes(ctx.munge_secret)],
         "tolerations": _tolerations(opts),
         "enableServiceLinks": False,
@@ -186,19 +191,19 @@ def pod_security(spec: dict[str, Any], fs_group: int | None = None) -> None:
     spec.setdefault("securityContext", default)
 
 
-# slurmctld, slurmdbd and MariaDB start as root, own their state directories and key copies,
-# then setpriv (or mariadbd --user) to their user: no setuid binary on the way, so no privilege
-# escalation, and only ROOT_THEN_USER_SECURITY_CONTEXT's capabilities. slurmrestd
-# (sunk.operator.cluster.rest) and the reconfigure loop (sunk.operator.cluster.controller) start
-# as their own user instead. The e2e tier runs them so on real nodes; the images tier runs the
-# same entrypoints under Docker's default seccomp profile.
+# slurmctld, slurmdbd (SlurmUser, 401), slurmrestd (403), the reconfigure loop (401) and the
+# control-plane munge sidecars (402) start as their own users with no capability. MariaDB starts
+# as root, owns its data directory, then mariadbd --user drops to mysql: no setuid binary on
+# the way, so no privilege escalation, and only ROOT_THEN_USER_SECURITY_CONTEXT's capabilities.
+# The e2e tier runs them so on real nodes; the images tier runs the same entrypoints under
+# Docker's default seccomp profile.
 def daemon_container(
     ctx: ClusterContext,
     name: str,
     opts: Any,
     args: list[str],
-    port: int | None = None,
-    security: dict[str, Any] = ROOT_THEN_USER_SECURITY_CONTEXT,
+    port: int | None,
+    security: dict[str, Any],
 ) -> dict[str, Any]:
     """A Slurm daemon's container; ``security`` is its securityContext unless the component's
     `securityContext` replaces it."""

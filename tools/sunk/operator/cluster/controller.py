@@ -13,9 +13,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from sunk.models.k8s import image_ref
 from sunk.operator import directory, names, s6
 from sunk.operator.cluster.base import (
     SLURM_UID,
+    SLURM_USER_SECURITY_CONTEXT,
     ClusterContext,
     config_volume,
     daemon_container,
@@ -30,13 +32,12 @@ from sunk.operator.cluster.base import (
     template,
     volume_claim,
 )
-from sunk.operator.common import non_root
+from sunk.operator.common import MUNGE_UID, non_root
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CONTROLLER_FILES
 from sunk.slurmconf.sssd import FILE as SSSD_FILE
 
-# The reconfigure loop starts as SlurmUser, whom slurmctld lets reconfigure, not as root as
-# slurmctld does (sunk.operator.cluster.base).
+# The reconfigure loop starts as SlurmUser, whom slurmctld lets reconfigure.
 RECONFIGURE_SECURITY_CONTEXT = non_root(SLURM_UID)
 
 
@@ -56,13 +57,43 @@ done
 """
 
 
+STATE_DIR = "/var/spool/slurmctld"
+# The state volume's root belongs to whoever made it: fsGroup reaches block volumes, not a
+# hostPath or an NFS export. So a one-shot container gives it to SlurmUser, as root with the
+# CHOWN capability alone, and slurmctld itself starts as SlurmUser.
+STATE_OWNER_SECURITY_CONTEXT = {
+    "runAsUser": 0,
+    "runAsNonRoot": False,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+}
+
+
+def state_owner(ctx: ClusterContext) -> dict[str, Any]:
+    opts = ctx.spec.controller
+    container: dict[str, Any] = {
+        "name": "state-owner",
+        "image": image_ref(opts.image, ctx.spec.global_.imageRegistry),
+        "args": ["chown", f"{SLURM_UID}:{SLURM_UID}", STATE_DIR],
+        "volumeMounts": [{"name": "state", "mountPath": STATE_DIR}],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": copy.deepcopy(STATE_OWNER_SECURITY_CONTEXT),
+    }
+    if opts.image.pullPolicy:
+        container["imagePullPolicy"] = opts.image.pullPolicy
+    return container
+
+
 def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
     loop = ["/bin/sh", "-c", RECONFIGURE_LOOP]
-    container = daemon_container(ctx, "reconfigure", ctx.spec.controller, loop)
+    container = daemon_container(
+        ctx, "reconfigure", ctx.spec.controller, loop, None, RECONFIGURE_SECURITY_CONTEXT
+    )
     container["resources"] = {
         "requests": {"cpu": "5m", "memory": "16Mi"},
         "limits": {"memory": "64Mi"},
     }
+    # not the controller's `securityContext`, which is slurmctld's
     container["securityContext"] = copy.deepcopy(RECONFIGURE_SECURITY_CONTEXT)
     return container
 
@@ -123,10 +154,13 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
 def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     opts = ctx.spec.controller
     name = names.controller(ctx.cluster)
-    container = daemon_container(ctx, "slurmctld", opts, ["slurmctld"], 6817)
-    container["volumeMounts"].append({"name": "state", "mountPath": "/var/spool/slurmctld"})
+    container = daemon_container(
+        ctx, "slurmctld", opts, ["slurmctld"], 6817, SLURM_USER_SECURITY_CONTEXT
+    )
+    container["volumeMounts"].append({"name": "state", "mountPath": STATE_DIR})
     volumes = [config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
-    pod = pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes)
+    pod = pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes, munge_uid=MUNGE_UID)
+    pod["initContainers"] = [state_owner(ctx)]
     directory.attach(pod, directory.for_cluster(ctx.spec), {"slurmctld"})
     if ctx.spec.login.enabled:
         # srun and salloc on a login Pod give slurmctld their host name (the Pod's, e.g.

@@ -22,10 +22,10 @@ from sunk.operator.cluster.base import (
     service,
     template,
 )
-from sunk.operator.common import non_root
+from sunk.operator.common import MUNGE_UID, non_root
 
 # slurmrestd owns nothing and reads only slurm.conf and the munge socket: it starts as its own
-# user, not as root as the other daemons (sunk.operator.cluster.base).
+# user, which is neither root nor SlurmUser (it refuses both).
 SLURMRESTD_SECURITY_CONTEXT = non_root(SLURMRESTD_UID)
 
 
@@ -37,8 +37,8 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
     container = daemon_container(
         ctx, "slurmrestd", opts, ["slurmrestd"], 6820, SLURMRESTD_SECURITY_CONTEXT
     )
-    pod = pod_spec(ctx, opts, [container], [config_volume(ctx)])
-    pod_security(pod)
+    pod = pod_spec(ctx, opts, [container], [config_volume(ctx)], munge_uid=MUNGE_UID)
+    pod_security(pod, MUNGE_UID)  # the munge sidecar reads its key through the group
     account = pod_account(ctx, pod, "rest")
     deployment = {
         "apiVersion": "apps/v1",
