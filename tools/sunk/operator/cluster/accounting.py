@@ -19,6 +19,7 @@ from sunk.operator.cluster.base import (
     ClusterContext,
     config_volume,
     daemon_container,
+    deployment,
     labels,
     meta,
     pod_account,
@@ -27,7 +28,6 @@ from sunk.operator.cluster.base import (
     resources,
     selector,
     service,
-    template,
     volume_claim,
 )
 from sunk.operator.common import (
@@ -67,22 +67,9 @@ def accounting(ctx: ClusterContext) -> list[dict[str, Any]]:
     # fsGroup), munge its key
     pod_security(pod, SLURM_UID)
     account = pod_account(ctx, pod, "accounting")
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(ctx, name, "accounting"),
-        "spec": {
-            "replicas": acct.replicas,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": selector(ctx, "accounting")},
-            "template": template(
-                ctx, "accounting", acct, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
-            ),
-        },
-    }
     return [
         account,
-        deployment,
+        deployment(ctx, name, "accounting", acct, pod, acct.replicas, {"type": "Recreate"}),
         service(ctx, name, "accounting", [("slurmdbd", 6819)]),
         *database(ctx),
     ]

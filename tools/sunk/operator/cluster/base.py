@@ -244,6 +244,32 @@ def template(
     return {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": spec}
 
 
+def deployment(
+    ctx: ClusterContext,
+    name: str,
+    component: str,
+    opts: Any,
+    pod: dict[str, Any],
+    replicas: int,
+    strategy: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A component's Deployment (slurmdbd, slurmrestd): its Pods restart when the rendered
+    configuration changes (the config-hash annotation)."""
+    spec: dict[str, Any] = {"replicas": replicas}
+    if strategy is not None:
+        spec["strategy"] = strategy
+    spec["selector"] = {"matchLabels": selector(ctx, component)}
+    spec["template"] = template(
+        ctx, component, opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(ctx, name, component),
+        "spec": spec,
+    }
+
+
 def volume_claim(
     name: str, storage: PersistentStorage, claim_labels: dict[str, str] | None = None
 ) -> dict[str, Any]:

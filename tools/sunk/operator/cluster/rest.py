@@ -14,13 +14,11 @@ from sunk.operator.cluster.base import (
     ClusterContext,
     config_volume,
     daemon_container,
-    meta,
+    deployment,
     pod_account,
     pod_security,
     pod_spec,
-    selector,
     service,
-    template,
 )
 from sunk.operator.common import MUNGE_UID, non_root
 
@@ -40,20 +38,8 @@ def rest(ctx: ClusterContext) -> list[dict[str, Any]]:
     pod = pod_spec(ctx, opts, [container], [config_volume(ctx)], munge_uid=MUNGE_UID)
     pod_security(pod, MUNGE_UID)  # the munge sidecar reads its key through the group
     account = pod_account(ctx, pod, "rest")
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(ctx, name, "rest"),
-        "spec": {
-            "replicas": opts.replicas,
-            "selector": {"matchLabels": selector(ctx, "rest")},
-            "template": template(
-                ctx, "rest", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
-            ),
-        },
-    }
     return [
         account,
-        deployment,
+        deployment(ctx, name, "rest", opts, pod, opts.replicas),
         service(ctx, name, "rest", [("slurmrestd", 6820)]),
     ]
