@@ -55,3 +55,35 @@ def test_a_claim_label_that_goes_wakes_its_nodeset() -> None:
     on_node(rt, "MODIFIED", node({"pool": "a", **CLAIM}))
     on_node(rt, "MODIFIED", node({"pool": "a", **theirs}))  # overwritten
     assert queue.keys == [("NodeSet", "slurm", "cpu")]
+
+
+def test_the_kopf_event_handlers_run_on_the_event_loop() -> None:
+    """kopf runs a plain-function handler in a worker thread, where touching the work queue
+    and the `synced` Event (neither thread-safe) may leave a worker asleep: the handlers are
+    coroutines, and an event reaches a waiting worker at once."""
+    import asyncio
+
+    import kopf
+
+    from sunk.operator.queue import WorkQueue
+    from sunk.operator.runtime import memo_for, on_cluster, on_nodeset, on_workload
+
+    assert all(asyncio.iscoroutinefunction(h) for h in (on_cluster, on_nodeset, on_workload))
+    seen: list = []
+
+    async def scenario() -> None:
+        rt = Runtime(FakeKube())  # type: ignore[arg-type]
+
+        async def handler(key) -> None:
+            seen.append(key)
+
+        rt.queue = WorkQueue(handler, workers=1)
+        rt.queue.start()
+        body = kopf.Body({"metadata": {"name": "c1", "namespace": "slurm"}, "spec": {}})
+        await on_cluster(event={"type": "ADDED"}, body=body, memo=memo_for(rt))
+        await asyncio.sleep(0.05)
+        assert rt.synced.is_set()
+        await rt.queue.stop()
+
+    asyncio.run(scenario())
+    assert seen == [("SlurmCluster", "slurm", "c1")]

@@ -425,8 +425,10 @@ def _track(rt: Runtime, kind: str, event: kopf.RawEvent, body: kopf.Body) -> Non
         rt.known[key] = (body.spec or {}).get("clusterName") or ""
 
 
+# The event handlers are coroutines: kopf runs a plain function in a worker thread, and the
+# work queue and the `synced` Event belong to the event loop (neither is thread-safe).
 @kopf.on.event(GROUP, VERSION, "slurmclusters")
-def on_cluster(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
+async def on_cluster(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
     rt = _rt(memo)
     rt.synced.set()
     _track(rt, "SlurmCluster", event, body)
@@ -434,7 +436,7 @@ def on_cluster(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: obje
 
 
 @kopf.on.event(GROUP, VERSION, "nodesets")
-def on_nodeset(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
+async def on_nodeset(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
     rt = _rt(memo)
     rt.synced.set()
     _track(rt, "NodeSet", event, body)
@@ -544,7 +546,7 @@ def informers(rt: Runtime) -> tuple[Informer, list[Informer], list[Informer]]:
 
 @kopf.on.event("apps", "v1", "statefulsets", labels={names.LABEL_MANAGED_BY: names.MANAGER})
 @kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGER})
-def on_workload(body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
+async def on_workload(body: kopf.Body, memo: kopf.Memo, **_: object) -> None:
     rt = _rt(memo)
     rt.synced.set()
     rt.enqueue_cluster(body.metadata.namespace, body.metadata.labels.get(names.LABEL_CLUSTER))
