@@ -204,14 +204,16 @@ class Watched:
     def expect(self, pods: Iterable[Body]) -> None:
         until = self._clock() + EXPECT_SECONDS
         for pod in pods:
-            meta = pod["metadata"]
-            key = (meta["namespace"], meta["labels"][names.LABEL_NODESET])
-            self._expected.setdefault(key, {})[meta["name"]] = (pod, until)
+            self._expected.setdefault(_nodeset_of(pod), {})[pod["metadata"]["name"]] = (pod, until)
 
     def unexpect(self, pod: Body) -> None:
-        meta = pod["metadata"]
-        key = (meta["namespace"], meta["labels"][names.LABEL_NODESET])
-        self._expected.get(key, {}).pop(meta["name"], None)
+        self._expected.get(_nodeset_of(pod), {}).pop(pod["metadata"]["name"], None)
+
+
+def _nodeset_of(pod: Body) -> tuple[str, str]:
+    """(namespace, NodeSet) of one of our slurmd Pods."""
+    meta = pod["metadata"]
+    return meta["namespace"], meta["labels"][names.LABEL_NODESET]
 
 
 def holders(pods: Iterable[Body]) -> dict[str, tuple[str, str]]:

@@ -25,7 +25,7 @@ from sunk.operator.events import emit_on_change
 from sunk.operator.hashing import stable_hash
 from sunk.operator.informer import Informer
 from sunk.operator.metrics import Metrics
-from sunk.operator.nodeset.claims import label_nodes
+from sunk.operator.nodeset.claims import CLAIM_LABELS, label_nodes
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import RetryLater, WorkQueue
 from sunk.scheduler.loop import PodScheduler, scheduler_options
@@ -444,14 +444,9 @@ async def on_nodeset(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     rt.enqueue_cluster(body.metadata.namespace, (body.spec or {}).get("clusterName"))
 
 
-# The Node labels a NodeSet's claim writes (sunk.operator.nodeset.claims): kept apart from what
-# every reconcile reads, so the labels a scale-up writes do not each wake every reconcile.
-CLAIM_LABELS = (names.LABEL_NODESET, names.LABEL_NAMESPACE, names.LABEL_CLUSTER)
-
-
 def _node_fingerprint(node: dict[str, Any]) -> str:
     """What feasibility, naming and topology read from a Node; heartbeats and claim labels do
-    not change it."""
+    not change it (the labels a scale-up writes must not each wake every reconcile)."""
     status, spec = node.get("status") or {}, node.get("spec") or {}
     labels = node["metadata"].get("labels") or {}
     return stable_hash(

@@ -40,8 +40,12 @@ async def bounded(tasks: list[Awaitable[T]], limit: int = PARALLEL_WRITES) -> li
     return await asyncio.gather(*(run(t) for t in tasks))
 
 
+# The Node labels a claim writes (SUNK's), in node_labels' order.
+CLAIM_LABELS = (names.LABEL_NODESET, names.LABEL_NAMESPACE, names.LABEL_CLUSTER)
+
+
 def node_labels(nodeset: str, ns: str, cluster: str) -> dict[str, str]:
-    return {names.LABEL_NODESET: nodeset, names.LABEL_NAMESPACE: ns, names.LABEL_CLUSTER: cluster}
+    return dict(zip(CLAIM_LABELS, (nodeset, ns, cluster), strict=True))
 
 
 def labelled_for(node: dict[str, Any], wanted: dict[str, str]) -> bool:
@@ -81,7 +85,7 @@ async def release_node(kube: Kube, node: dict[str, Any]) -> None:
     """Unlabel a Node no Pod of ours runs on any more, and drop its lock: no epilog will."""
     patch = lock.node_patch(node, lock.Holders(), lock.UNLOCKED, "")
     patch["metadata"]["annotations"][lock.ANN_STATE] = None
-    patch["metadata"]["labels"] = dict.fromkeys(node_labels("", "", ""), None)
+    patch["metadata"]["labels"] = dict.fromkeys(CLAIM_LABELS)
     try:
         await kube.merge_patch(path_for("v1", "nodes", None, node["metadata"]["name"]), patch)
     except ApiError as exc:
