@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 BIN := $(CURDIR)/.tools/bin
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 # Test tiers whose runtimes the toolchain installer provides (see README, "Development").
-TOOLCHAIN ?= helm kubeconform registry shellcheck checkov kube slurm nodes argocd-lua argocd
+TOOLCHAIN ?= helm kubeconform registry private-registry shellcheck checkov kube slurm nodes \
+  argocd-lua argocd
 
 .PHONY: setup demo test lint unit schema images clean help
 help:
@@ -36,8 +37,8 @@ demo: $(VENV)/.installed
 	fi
 
 lint: setup
-	$(VENV)/bin/ruff check tools tests
-	$(VENV)/bin/ruff format --check tools tests
+	$(VENV)/bin/ruff check tools tests images
+	$(VENV)/bin/ruff format --check tools tests images
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/yamllint --strict -c .yamllint.yaml examples charts/slurm/values.yaml charts/sunk/values.yaml
 	$(BIN)/helm lint --strict charts/sunk

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sunk.devenv.paths import tool_path
+from tests.real_nodes import real_nodes  # noqa: F401  (the e2e and faults tiers share it)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ for _var, _tool in (("SUNK_HELM", "helm"), ("SUNKCTL_KUBECONFORM", "kubeconform"
     if not os.environ.get(_var) and tool_path(_tool) is not None:
         os.environ[_var] = str(tool_path(_tool))
 # Each test directory is one tier; its tests carry the tier's marker.
-TIERS = ("unit", "chart", "slurm", "cluster", "gitops", "e2e", "argocd", "images")
+TIERS = ("unit", "chart", "slurm", "cluster", "gitops", "e2e", "faults", "argocd", "images")
 
 
 def pytest_collection_modifyitems(items):

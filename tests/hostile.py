@@ -150,6 +150,12 @@ QUOTED_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
         lambda s, n, p: s.slurmConfig.cgroupConfig.__setitem__("ConstrainCores", p),
     ),
     (
+        "mpiConfig",
+        lambda p: {"slurmConfig": {"mpiConfig": {"PMIxTimeout": p}}},
+        "slurmConfig.mpiConfig.PMIxTimeout",
+        lambda s, n, p: s.slurmConfig.mpiConfig.__setitem__("PMIxTimeout", p),
+    ),
+    (
         "accounting-config",
         lambda p: {"accounting": {"config": {"PurgeJobAfter": p}}},
         "accounting.config.PurgeJobAfter",
@@ -229,6 +235,12 @@ WORD_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
         "compute.pyxis.plugstackOptions[0]",
         lambda s, n, p: _set(s.compute.pyxis, "plugstackOptions", [p]),
     ),
+    (
+        "mpi-env",  # an `env=NAME=VALUE` word on the container plugin's line
+        lambda p: {"compute": {"pyxis": {"enabled": True}, "mpi": {"env": {"OMPI_MCA_btl": p}}}},
+        "compute.mpi.env.OMPI_MCA_btl",
+        lambda s, n, p: s.compute.mpi.env.__setitem__("OMPI_MCA_btl", p),
+    ),
 ]
 KEY_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
     (
@@ -254,6 +266,12 @@ KEY_CARRIERS: list[tuple[str, Callable[[str], dict], str, Injector]] = [
         lambda k: {"slurmConfig": {"cgroupConfig": {k: "1"}}},
         "slurmConfig.cgroupConfig",
         lambda s, n, k: s.slurmConfig.cgroupConfig.__setitem__(k, "1"),
+    ),
+    (
+        "mpiConfig-key",
+        lambda k: {"slurmConfig": {"mpiConfig": {k: "1"}}},
+        "slurmConfig.mpiConfig",
+        lambda s, n, k: s.slurmConfig.mpiConfig.__setitem__(k, "1"),
     ),
     (
         "accounting-config-key",

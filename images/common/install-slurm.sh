@@ -33,6 +33,7 @@ apt-get install "${apt_opts[@]}" "$@"
 
 version=$(dpkg-query -W -f '${Version}' slurm-client 2>/dev/null || true)
 [ -n "$version" ] || version=$(dpkg-query -W -f '${Version}' slurmd 2>/dev/null || true)
+[ -n "$version" ] || version=$(dpkg-query -W -f '${Version}' libslurm-dev 2>/dev/null || true)
 upstream=${version#*:}
 case "$upstream" in
   "$SLURM_VERSION".*) echo "Slurm $upstream" ;;

@@ -125,7 +125,9 @@ conf=$(with_features "$conf" "$SUNK_NODE_FEATURES")
 
 sunk_munge
 cgroups_writable
-sunk_do mkdir -p "$SUNK_RUN_DIR" "$SUNK_SPOOL_DIR"
+# pmix: mpi.conf's PMIxCliTmpDirBase (Slurm's PMIx plugin fails every step when it is missing);
+# the container plugin binds the spool into containers, so ranks there reach PMIx's files.
+sunk_do mkdir -p "$SUNK_RUN_DIR" "$SUNK_SPOOL_DIR" "$SUNK_SPOOL_DIR/pmix"
 sunk_log "waiting for slurmctld at $controller_host:$controller_port"
 sunk_wait_tcp "$controller_host" "$controller_port" "$SUNK_CONTROLLER_TIMEOUT"
 

@@ -200,6 +200,20 @@ def nodeset_rolling_update() -> dict[str, Any]:
     return reconcile(kube, "NodeSet", "cpu")
 
 
+def nodeset_update_blocked() -> dict[str, Any]:
+    """An update whose requests no longer fit the Nodes (32Gi each): the Pods stay."""
+    kube, _ = _ready_nodeset()
+
+    def grow(spec: dict[str, Any]) -> None:
+        spec["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "2", "memory": "40Gi"},
+            "limits": {"memory": "40Gi"},
+        }
+
+    bump(kube, "NodeSet", "cpu", grow)
+    return reconcile(kube, "NodeSet", "cpu")
+
+
 def nodeset_generation_not_observed() -> dict[str, Any]:
     kube, _ = _ready_nodeset()
     bump(kube, "NodeSet", "cpu", lambda spec: spec.update(replicas=1))

@@ -27,7 +27,12 @@ MEMORY = "NodeSet cpu: memory 1Gi minus reservedMemory 2Gi leaves no memory for 
 # (scenario, check, status, start of message): the verdict Argo CD must give for the object
 # the operator left behind.
 OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
-    (op.nodeset_invalid_spec, N, "Degraded", "Ready (InvalidSpec): 1 validation error"),
+    (
+        op.nodeset_invalid_spec,
+        N,
+        "Degraded",
+        "Ready (InvalidSpec): the spec is invalid (1 problem)",
+    ),
     (op.nodeset_impossible_sizing, N, "Degraded", f"Ready (ConfigInvalid): {MEMORY}"),
     (op.nodeset_pod_name_conflict, N, "Degraded", "NodeConflict (NodeConflict): n2: pod name"),
     # SUNK's overlapping groups: the other NodeSet claimed n1 first; this one runs on n2
@@ -35,11 +40,22 @@ OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
     (op.nodeset_cluster_not_found, N, "Progressing", "Ready (ClusterNotFound): no SlurmCluster"),
     (op.nodeset_pods_starting, N, "Progressing", "Ready (Progressing): 0/2 ready"),
     (op.nodeset_rolling_update, N, "Progressing", "RollingUpdate (TemplateChanged): 2 Pods"),
+    (
+        op.nodeset_update_blocked,
+        N,
+        "Degraded",
+        "RollingUpdate (UpdateBlocked): the new template does not fit n1: memory: requests",
+    ),
     (op.nodeset_generation_not_observed, N, "Progressing", "Waiting for the NodeSet controller"),
     (op.nodeset_all_ready, N, "Healthy", "2/2 nodes ready"),
     (op.nodeset_fixed_after_invalid, N, "Healthy", "2/2 nodes ready"),
     (op.nodeset_replicas_1000, N, "Healthy", "2/1000 nodes ready (all 2 feasible Nodes)"),
-    (op.cluster_invalid_spec, C, "Degraded", "Ready (InvalidSpec): 1 validation error"),
+    (
+        op.cluster_invalid_spec,
+        C,
+        "Degraded",
+        "Ready (InvalidSpec): the spec is invalid (1 problem)",
+    ),
     (op.cluster_config_invalid, C, "Degraded", f"Ready (ConfigInvalid): {MEMORY}"),
     (
         op.cluster_database_unavailable,

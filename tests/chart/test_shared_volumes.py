@@ -32,6 +32,9 @@ login:
     - {name: tools, mountPath: /opt/tools, readOnly: true}
 compute:
   mounts: [{name: /datasets, pvc: datasets}]
+  # the operator's own slurmd volumes off (null reaches the SlurmCluster as null)
+  pyxis: {enabled: false}
+  sharedMemory: null
   nodeDefaults:
     volumes: [{name: scratch, emptyDir: {}}]
     volumeMounts: [{name: scratch, mountPath: /scratch}]

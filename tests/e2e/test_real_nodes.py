@@ -14,16 +14,21 @@ components report (kubectl, sinfo, sbatch, srun, sacct, scontrol, slurmrestd).""
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from sunk.devenv import images
 from sunk.devenv.deploy import SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
+from sunk.devenv.private_registry import PrivateRegistry
 from sunk.operator import names
 from sunk.slurmconf.sssd import NEGATIVE_TIMEOUT
 from tests.e2e import directory
@@ -35,10 +40,17 @@ CLUSTER = "minimal"
 # One host directory on both real nodes (they share this host), mounted by global.volumes at
 # /shared on the login and slurmd Pods. (Production: NFS or a ReadWriteMany CSI volume.)
 SHARED_DIR = f"/tmp/sunk-e2e-shared-{uuid.uuid4().hex[:8]}"
+# The private registry's CA, as containers' certs.d (<host:port>/ca.crt), for skopeo in the
+# slurmd Pods (sunk-container pulls over HTTPS).
+CERTS_DIR = f"/tmp/sunk-e2e-certs-{uuid.uuid4().hex[:8]}"
 SHARED = f"""
 global:
-  volumes: [{{name: shared, hostPath: {{path: {SHARED_DIR}, type: DirectoryOrCreate}}}}]
-  volumeMounts: [{{name: shared, mountPath: /shared}}]
+  volumes:
+    - {{name: shared, hostPath: {{path: {SHARED_DIR}, type: DirectoryOrCreate}}}}
+    - {{name: registry-ca, hostPath: {{path: {CERTS_DIR}, type: Directory}}}}
+  volumeMounts:
+    - {{name: shared, mountPath: /shared}}
+    - {{name: registry-ca, mountPath: /etc/containers/certs.d, readOnly: true}}
 """
 PARTITIONS = (
     SHARED
@@ -53,6 +65,11 @@ login:
 scheduler:
   enabled: true
 compute:
+  # srun --container-image (SUNK's default), with the cluster's registry credentials (netrc)
+  # for users without their own
+  pyxis:
+    enabled: true
+    credentialsSecret: minimal-registry
   nodes:
     cpu:
       resources:
@@ -81,6 +98,8 @@ UPGRADED = PARTITIONS.replace('MaxTime: "00:30:00"', 'MaxTime: "00:20:00"')
 # /home of the directory's users, shared by the login and slurmd Pods like /shared.
 HOME_DIR = f"/tmp/sunk-e2e-home-{uuid.uuid4().hex[:8]}"
 ALICE_UID = 5001
+TRAIN_IMAGE = images.image_ref("train", images.DEV_IMAGE_TAG)
+TRAIN_TAG = "train:e2e"
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +109,26 @@ def keys(tmp_path_factory) -> dict[str, tuple[Path, str]]:
 
 
 @pytest.fixture(scope="module")
+def registry(real_nodes: NodeCluster) -> Iterator[PrivateRegistry]:
+    """A private registry (TLS, basic auth) in the hub's network namespace, reachable from
+    the Pods, holding the tutorial's training image; its CA in CERTS_DIR for the Pods."""
+    reg = PrivateRegistry(real_nodes.hub_netns).start()
+    try:
+        images.build(["train"])
+        reg.push(images.saved_archive(TRAIN_IMAGE), TRAIN_TAG)
+        reg.certs_d(Path(CERTS_DIR))
+        yield reg
+    finally:
+        reg.stop()
+        shutil.rmtree(CERTS_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
 def slurm(
-    real_nodes: NodeCluster, tmp_path_factory, keys: dict[str, tuple[Path, str]]
+    real_nodes: NodeCluster,
+    tmp_path_factory,
+    keys: dict[str, tuple[Path, str]],
+    registry: PrivateRegistry,
 ) -> SlurmDeployment:
     deployment = SlurmDeployment(real_nodes, CLUSTER)
     ldap = Directory(real_nodes, deployment.namespace, uuid.uuid4().hex)
@@ -105,6 +142,10 @@ def slurm(
     values.write_text(PARTITIONS)
     users = folder / "directory.yaml"
     users.write_text(directory.values(HOME_DIR))
+    real_nodes.kubectl(
+        "-n", deployment.namespace, "create", "secret", "generic", "minimal-registry",
+        f"--from-literal=credentials={registry.netrc_line()}\n",
+    )  # fmt: skip
     deployment.install_operator()
     deployment.install_slurm(EXAMPLE, values, users)
     deployment.wait_ready(nodes=len(real_nodes.nodes))
@@ -395,6 +436,217 @@ def test_alice_runs_a_two_node_job_that_writes_to_her_home_under_her_uid(
             pod, "slurmd", "sh", "-c", "ps -eo stat=,pid=,args= | grep '^Z' || true"
         )
         assert not zombies.strip(), (pod, zombies)
+
+
+def _as_alice(slurm: SlurmDeployment, ssh: SshClient, keys, command: str):
+    return ssh.run(keys["alice"][0], "alice", login_address(slurm), command)
+
+
+def _alice_credentials(slurm, ssh, keys, line: str | None) -> None:
+    """alice's Enroot credentials file: `line`, or none."""
+    if line is None:
+        command = "rm -f ~/.config/enroot/.credentials"
+    else:
+        command = (
+            "mkdir -p ~/.config/enroot && umask 077 && "
+            f"printf '%s\\n' {shlex.quote(line)} > ~/.config/enroot/.credentials"
+        )
+    done = _as_alice(slurm, ssh, keys, command)
+    assert done.returncode == 0, done.stderr
+
+
+def _image(registry: PrivateRegistry) -> str:
+    return f"{registry.host}#{TRAIN_TAG}"  # Pyxis's REGISTRY#IMAGE:TAG
+
+
+def test_container_image_two_node_step_runs_as_alice_in_the_image_from_the_private_registry(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry
+):
+    """srun --container-image as SUNK users write it, with alice's own credentials: every task
+    runs in the image (its file, its os-release), as alice, in the step's cgroup, with her home
+    and a --container-mounts bind; with --container-remap-root she is root inside a user
+    namespace that maps root to her uid."""
+    _alice_credentials(slurm, ssh, keys, registry.netrc_line())
+    script = (
+        'echo "$(hostname) $(. /etc/os-release; echo $ID) $(id -u)'
+        " $(test -f /opt/train/train.py && echo in-image) $(ls /data | head -c0)mounted"
+        ' $(test -f $HOME/.config/enroot/.credentials && echo home)";'
+        ' grep -c "job_${SLURM_JOB_ID}/step_${SLURM_STEP_ID}" /proc/self/cgroup'
+    )
+    out = _as_alice(
+        slurm, ssh, keys,
+        f"srun -N2 --ntasks-per-node=1 --container-image={_image(registry)}"
+        " --no-container-remap-root"
+        f" --container-mounts=/shared:/data:ro bash -c {shlex.quote(script)}",
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
+    lines = out.stdout.splitlines()
+    for pod in pods:
+        assert f"{pod} debian {ALICE_UID} in-image mounted home" in lines, out.stdout
+    counts = [int(n) for n in lines if n.isdigit()]  # the step's cgroup, in each hierarchy
+    assert len(counts) == 2 and min(counts) >= 1, out.stdout
+    remapped = _as_alice(
+        slurm, ssh, keys,
+        f"srun -N1 --container-image={_image(registry)} --container-remap-root"
+        " sh -c 'id -u; cat /proc/self/uid_map'",
+    )  # fmt: skip
+    assert remapped.stdout.split() == ["0", "0", str(ALICE_UID), "1"], remapped.stdout
+    no_home = _as_alice(
+        slurm, ssh, keys,
+        f"srun -N1 --container-image={_image(registry)} --no-container-mount-home"
+        " sh -c 'test -e $HOME/.config/enroot/.credentials && echo home || echo no-home'",
+    )  # fmt: skip
+    assert no_home.stdout.split() == ["no-home"], (no_home.stdout, no_home.stderr)
+
+
+def test_container_image_credentials_wrong_ones_fail_with_the_registry_message(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry
+):
+    """alice's file wins over the cluster's Secret: a wrong password fails her step with the
+    registry's answer; without her file the cluster's credentials pull. No node drains."""
+    wrong = registry.netrc_line().rsplit(" ", 1)[0] + " not-the-password"
+    _alice_credentials(slurm, ssh, keys, wrong)
+    try:
+        out = _as_alice(slurm, ssh, keys, f"srun -N1 --container-image={_image(registry)} true")
+    finally:
+        _alice_credentials(slurm, ssh, keys, None)  # the later tests pull with the Secret's
+    assert out.returncode != 0, out.stdout
+    assert "authentication required" in out.stderr, out.stderr  # the registry's answer
+    assert f"pulling {registry.host}/train:e2e" in out.stderr, out.stderr
+    out = _as_alice(
+        slurm, ssh, keys,
+        f"srun -N1 --container-image={_image(registry)} --no-container-remap-root id -un",
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.split() == ["alice"], (out.stdout, out.stderr)
+    states = slurm.login("sinfo", "-h", "-N", "-o", "%N %t")
+    assert "drain" not in states, states
+
+
+def test_container_image_missing_image_or_bad_reference_fails_only_that_step(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry
+):
+    missing = _as_alice(slurm, ssh, keys, f"srun -N1 --container-image={registry.host}#nope:1 true")
+    assert missing.returncode != 0
+    assert f"pulling {registry.host}/nope:1" in missing.stderr, missing.stderr
+    assert "unknown" in missing.stderr, missing.stderr  # the registry's MANIFEST/NAME_UNKNOWN
+    bad = _as_alice(slurm, ssh, keys, "srun -N1 --container-image='Not An Image' true")
+    assert bad.returncode != 0
+    assert "is not [USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]" in bad.stderr, bad.stderr
+    ok = _as_alice(slurm, ssh, keys, "srun -N2 true")
+    assert ok.returncode == 0, ok.stderr
+    assert "drain" not in slurm.login("sinfo", "-h", "-N", "-o", "%t")
+
+
+def test_container_image_named_container_keeps_a_file_for_the_next_step(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry
+):
+    """--container-name: the job's second step reuses the first step's file system (it wrote
+    to the image's own /opt, which alice owns in her container), then the job's end removes
+    it from the node."""
+    script = (
+        "#!/bin/sh\n"
+        f"srun --container-image={_image(registry)} --container-name=keep --container-writable"
+        " sh -c 'echo kept-$SLURM_JOB_ID > /opt/train/note'\n"
+        "srun --container-name=keep cat /opt/train/note\n"
+    )
+    out = _as_alice(
+        slurm, ssh, keys,
+        f"cat > ~/named.sh <<'EOF'\n{script}EOF\n"
+        "sbatch --parsable --wait -N1 -o ~/named-%j.out ~/named.sh >/dev/null; echo rc=$?;"
+        " cat $(ls -t ~/named-*.out | head -n1)",
+    )  # fmt: skip
+    assert "rc=0" in out.stdout, (out.stdout, out.stderr)
+    assert re.search(r"^kept-\d+$", out.stdout, re.M), out.stdout
+    job = re.search(r"^kept-(\d+)$", out.stdout, re.M)[1]
+    for pod in (p["metadata"]["name"] for p in slurm.running_pods("compute")):
+        # the job's epilog (SPANK job_epilog) removes its containers, after --wait returned
+        slurm.wait(
+            f"job {job}'s containers gone from {pod}",
+            lambda pod=pod: job not in slurm.exec(pod, "slurmd", "sh", "-c", JOBS_LISTING).split(),
+            timeout=60,
+        )
+
+
+def test_container_image_sbatch_runs_the_batch_script_in_the_image(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry
+):
+    """`sbatch --container-image`, as Pyxis has it: the batch script itself runs in the image."""
+    out = _as_alice(
+        slurm, ssh, keys,
+        f"sbatch --parsable --wait -N1 --container-image={_image(registry)} -o ~/in-image-%j.out"
+        " --wrap 'test -f /opt/train/train.py && echo batch-in-image' >/dev/null; echo rc=$?;"
+        " cat $(ls -t ~/in-image-*.out | head -n1)",
+    )  # fmt: skip
+    assert "rc=0" in out.stdout and "batch-in-image" in out.stdout, (out.stdout, out.stderr)
+
+
+JOBS_LISTING = "ls /var/lib/sunk/containers/jobs 2>/dev/null || true"
+MPI_PROGRAM = (
+    "from mpi4py import MPI; c = MPI.COMM_WORLD; "
+    "print(c.Get_size(), c.allreduce(c.Get_rank() + 1), MPI.Get_processor_name())"
+)
+
+
+@pytest.mark.parametrize("where", ["host", "container"])
+def test_pmix_allreduce_over_four_ranks_on_two_pods(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry, where: str
+):
+    """srun --mpi=pmix -N2 -n4: OpenMPI through Slurm's PMIx plugin, on the slurmd image's
+    mpi4py and inside the training image (PMIx's directories shared with the container); two
+    ranks per one-CPU node here (--overcommit)."""
+    image = f" --container-image={_image(registry)}" if where == "container" else ""
+    out = _as_alice(
+        slurm, ssh, keys,
+        f"srun --mpi=pmix -N2 -n4 --overcommit{image} python3 -c {shlex.quote(MPI_PROGRAM)}",
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
+    assert sorted(out.stdout.splitlines()) == sorted(f"4 10 {p}" for p in pods for _ in (1, 2))
+
+
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "train-on-sunk.md"
+
+
+def tutorial_commands() -> str:
+    """The tutorial's runnable blocks (```bash tutorial), in order, as one shell script."""
+    blocks = re.findall(r"^```bash tutorial\n(.*?)^```$", TUTORIAL.read_text(), re.M | re.S)
+    assert len(blocks) >= 4, blocks
+    return "".join(blocks)
+
+
+def test_tutorial_train_on_sunk_runs_as_written_and_resumes_after_a_requeue(
+    slurm: SlurmDeployment, ssh: SshClient, keys, registry: PrivateRegistry
+):
+    """docs/tutorials/train-on-sunk.md, its commands as written, as alice on the login Pod:
+    4 MPI ranks on 2 Pods in the training image, a falling loss, a checkpoint in her home,
+    `scontrol requeue`, and a run that resumes from the checkpoint and finishes."""
+    _alice_credentials(slurm, ssh, keys, registry.netrc_line())
+    tag = TRAIN_TAG.split(":", 1)[1]
+    script = f"export REGISTRY={registry.host} TAG={tag}\nset -e\n{tutorial_commands()}"
+    out = ssh.run(keys["alice"][0], "alice", login_address(slurm), script, timeout=1500)
+    assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
+    log = out.stdout
+    assert "world_size=4" in log, log
+    losses = [float(x) for x in re.findall(r"^step=\d+ loss=([0-9.]+)$", log, re.M)]
+    assert len(losses) >= 6 and losses[-1] < losses[0] / 4, losses  # the loss falls
+    resumed = re.search(r"^resumed from step=(\d+) ", log, re.M)
+    assert resumed and int(resumed[1]) >= 50, log[-2000:]  # from the checkpoint, not step 0
+    assert re.search(r"^done step=200 loss=", log, re.M), log[-2000:]
+    ckpt = _as_alice(slurm, ssh, keys, "stat -c '%U %s' ~/train/ckpt.npz")
+    assert ckpt.stdout.split()[0] == "alice", ckpt.stdout
+    job = re.search(r"^submitted job (\d+)$", log, re.M)
+    assert job, log[:500]
+    record = slurm.wait(  # COMPLETING while its epilog runs
+        f"job {job[1]} COMPLETED",
+        lambda: (
+            (r := slurm.login("scontrol", "show", "job", job[1]))
+            and "JobState=COMPLETED" in r
+            and r
+        ),
+        timeout=120,
+    )
+    assert "Restarts=1" in record, record  # one requeue
 
 
 def test_a_user_added_to_the_directory_logs_in_without_a_restart(

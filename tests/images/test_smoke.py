@@ -271,8 +271,12 @@ def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
               opts=(*secret, *config))  # fmt: skip
         c.run(f"{CLUSTER}-rest", ref("controller"), "slurmrestd",
               opts=(*secret, *config))  # fmt: skip
+        shared = work / "shared"  # a shared volume: images as files (--container-image PATH)
+        shared.mkdir()
+        marked_image_archive(shared / "marked.tar")
         slurmd_opts = (
             *secret, *SLURMD_PRIVILEGES,
+            "-v", f"{shared}:/shared:ro",
             "-e", f"SUNK_CONTROLLER={c.addr(f'{CLUSTER}-controller')}:6817",
             "-v", f"{etc}/prolog.sh:/etc/slurm/prolog.sh:ro",
             "-v", f"{etc}/epilog.sh:/etc/slurm/epilog.sh:ro",
@@ -302,6 +306,24 @@ def cluster(built_images, mariadb_image, tmp_path_factory) -> Iterator[Cluster]:
 
 LOGIN = f"{CLUSTER}-login"
 REPO = Path(__file__).resolve().parents[2]
+MARKED_REF = "opensunk-test/marked:smoke"
+MARKED_DOCKERFILE = f"""\
+FROM {images.BASE_IMAGE}
+RUN echo "from the marked image" > /etc/sunk-marker && mkdir -p /work
+ENV SUNK_IMAGE_VAR=from-image
+WORKDIR /work
+"""
+
+
+def marked_image_archive(path: Path) -> None:
+    """A small image whose file, variable and working directory only a task inside it sees,
+    saved as `docker save` writes it."""
+    sh("docker", "build", "--network", "host", "-q", "-t", MARKED_REF, "-",
+       input=MARKED_DOCKERFILE, timeout=600, env=dict(os.environ, DOCKER_BUILDKIT="0"))  # fmt: skip
+    sh("docker", "save", "-o", str(path), MARKED_REF, timeout=300)
+    path.chmod(0o644)
+
+
 CUSTOM = REPO / "examples" / "custom-slurmd"
 CUSTOM_REF = "opensunk-test/slurmd-custom:smoke"
 
@@ -483,3 +505,83 @@ def test_cuda_variant_is_slurmd_on_another_base(built_images, monkeypatch):
     assert slurm.split(":")[-1].startswith(f"{images.SLURM_VERSION}.")
     entry = sh("docker", "image", "inspect", "-f", "{{json .Config.Entrypoint}}", variant)
     assert entry.stdout.strip() == '["/usr/bin/tini","--","/usr/local/bin/sunk-entrypoint"]'
+
+
+def test_container_image_plugin_runs_tasks_in_an_image_from_a_file(ready: Cluster):
+    """spank_sunk_container.so loads in srun (login) and slurmstepd (both nodes): a two-node
+    step from an image archive on a shared volume sees the image's file, environment and
+    working directory, a --container-mounts bind, and runs in the step's own cgroup."""
+    script = (
+        "echo $(hostname) $(cat /etc/sunk-marker) $SUNK_IMAGE_VAR $(pwd) $(id -u);"
+        "ls /mnt/shared; grep -c step_0 /proc/self/cgroup"
+    )
+    out = ready.exec(
+        LOGIN, "srun", "-N2", "--container-image=/shared/marked.tar",
+        "--container-mounts=/shared:/mnt/shared:ro", "bash", "-c", script, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, (out.stdout, out.stderr, ready.logs())
+    lines = out.stdout.splitlines()
+    for node in NODES:
+        assert f"{node} from the marked image from-image /work 0" in lines, out.stdout
+    assert lines.count("marked.tar") == 2, out.stdout
+    assert all(int(n) >= 1 for n in lines if n.isdigit()), out.stdout
+    host = ready.exec(LOGIN, "srun", "-N1", "cat", "/etc/sunk-marker")
+    assert host.returncode != 0, host.stdout  # the node itself has no such file
+
+
+def test_container_image_a_bad_image_fails_only_that_step_with_the_reason(ready: Cluster):
+    out = ready.exec(LOGIN, "srun", "-N1", "--container-image=/shared/missing.sqsh", "true")
+    assert out.returncode != 0
+    assert "missing.sqsh: No such file or directory" in out.stderr, out.stderr
+    bad = ready.exec(LOGIN, "srun", "-N1", "--container-image=Bad Image", "true")
+    assert bad.returncode != 0
+    assert "is not [USER@][REGISTRY#]IMAGE[:TAG|@DIGEST]" in bad.stderr, bad.stderr
+    states = ready.exec(LOGIN, "sinfo", "-h", "-N", "-o", "%N %t").stdout
+    assert "drain" not in states, states  # a failed step never drains its node
+    ok = ready.exec(LOGIN, "srun", "-N2", "true")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_pmix_mpi4py_allreduce_across_two_slurmd_containers(ready: Cluster):
+    """srun --mpi=pmix: Slurm's PMIx plugin wires up OpenMPI across the two nodes (mpi4py on
+    the slurmd image)."""
+    program = (
+        "from mpi4py import MPI; c = MPI.COMM_WORLD; "
+        "print(c.Get_size(), c.allreduce(c.Get_rank() + 1), MPI.Get_processor_name())"
+    )
+    out = ready.exec(LOGIN, "srun", "--mpi=pmix", "-N2", "-n2", "python3", "-c", program,
+                     timeout=300)  # fmt: skip
+    assert out.returncode == 0, (out.stdout, out.stderr, ready.logs())
+    assert sorted(out.stdout.split("\n")[:2]) == sorted(f"2 3 {n}" for n in NODES), out.stdout
+
+
+def test_pmix_the_clusters_mpi_env_reaches_tasks_and_a_jobs_own_value_wins(ready: Cluster):
+    """compute.mpi.env: the container plugin exports Open MPI's TCP defaults to every task (no
+    TaskProlog, which a container step could not run), unless the job has the variable."""
+    default = ready.exec(LOGIN, "srun", "-N1", "printenv", "OMPI_MCA_btl", "OMPI_MCA_pml")
+    assert default.stdout.split() == ["self,vader,tcp", "ob1"], (default.stdout, default.stderr)
+    own = ready.exec(LOGIN, "env", "OMPI_MCA_btl=self,tcp", "srun", "-N1", "printenv",
+                     "OMPI_MCA_btl")  # fmt: skip
+    assert own.stdout.split() == ["self,tcp"], (own.stdout, own.stderr)
+
+
+def test_container_image_runtime_pulls_once_into_its_cache_on_its_own(ready: Cluster):
+    """sunk-container without Slurm, as the plugin runs it: two concurrent imports of one image
+    unpack it once (a lock per digest) and agree on the cache entry; a third is a cache hit.
+    That tree made into a squashfs file runs a step too."""
+    pull = "sunk-container pull --runtime-path /tmp/rt /shared/marked.tar"
+    out = ready.exec(NODES[0], "bash", "-c", f"{pull} & {pull} & wait; {pull}", timeout=300)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    rootfs = {ln for ln in out.stdout.splitlines() if ln.startswith("rootfs=")}
+    assert len(rootfs) == 1 and len(out.stdout.splitlines()) == 9, out.stdout
+    entries = ready.exec(NODES[0], "ls", "/tmp/rt/images").stdout.split()
+    assert len(entries) == 1, entries  # one unpacked image; locks and staging are dot-files
+    tree = rootfs.pop().removeprefix("rootfs=")
+    marker = ready.exec(NODES[0], "cat", tree + "/etc/sunk-marker")
+    assert marker.stdout.strip() == "from the marked image", marker
+    # the same tree as a squashfs file, as Enroot users keep images: a step runs from it
+    squash = ready.exec(NODES[0], "mksquashfs", tree, "/tmp/marked.sqsh", "-quiet", "-noappend")
+    assert squash.returncode == 0, squash.stderr
+    out = ready.exec(LOGIN, "srun", "-w", NODES[0], "--container-image=/tmp/marked.sqsh",
+                     "cat", "/etc/sunk-marker", timeout=300)  # fmt: skip
+    assert out.stdout.strip() == "from the marked image", (out.stdout, out.stderr)

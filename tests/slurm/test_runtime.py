@@ -4,12 +4,14 @@ groups, jobs in both partitions, a multi-node step, accounting and topology chan
 from __future__ import annotations
 
 import re
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from sunk.devenv.slurm_runtime import SlurmRuntime, SlurmRuntimeError
+from sunk.operator.cluster.controller import SLURMCTLD_ANSWERS
 
 DATA = Path(__file__).resolve().parent / "data"
 NODES = ("cpu-0", "cpu-1", "gpu-0")  # the slurm_cluster fixture's nodes
@@ -186,3 +188,24 @@ time.sleep(600)
     )
     with open("/proc/self/mountinfo") as fh:
         assert workdir not in fh.read()
+
+
+def test_hung_slurmctld_fails_the_liveness_probe_the_operator_renders(
+    slurm_cluster: SlurmRuntime,
+) -> None:
+    """The controller Pod's startup and liveness probes run ``SLURMCTLD_PING`` in the
+    slurmctld container: it passes while slurmctld answers and fails once it is stopped
+    (SIGSTOP, as a deadlock: the port still accepts), within the probe's own timeout, so
+    kubelet restarts a hung controller instead of keeping it Ready."""
+    command = SLURMCTLD_ANSWERS["exec"]["command"]
+    assert slurm_cluster.run(*command, timeout=30).returncode == 0
+    slurm_cluster.signal_controller(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        hung = slurm_cluster.run(*command, timeout=30)
+        took = time.monotonic() - started
+    finally:
+        slurm_cluster.signal_controller(signal.SIGCONT)
+    assert hung.returncode != 0
+    assert took < SLURMCTLD_ANSWERS["timeoutSeconds"], took
+    assert slurm_cluster.run(*command, timeout=30).returncode == 0

@@ -23,6 +23,7 @@ SLURM_FILES = (
     "slurm.conf",
     "sssd.conf",
     "cgroup.conf",
+    "mpi.conf",
     "gres.conf",
     "slurmdbd.conf",
     "plugstack.conf",

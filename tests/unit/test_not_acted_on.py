@@ -37,7 +37,9 @@ def _node(schema: dict, path: str) -> dict:
     """The schema node of a dotted values path (`*` steps into a map's values)."""
     node = schema
     for part in path.split("."):
-        node = node["additionalProperties"] if part == "*" else node["properties"][part]
+        # a named key of a map (compute.pyxis.enrootConfig.ENROOT_DATA_PATH) is one of its values
+        into_map = part == "*" or "properties" not in node
+        node = node["additionalProperties"] if into_map else node["properties"][part]
     return node
 
 
@@ -84,18 +86,15 @@ READERS = {
     **{f"scheduler.{key}": rf"\bscheduler\.{key}\b" for key in not_acted_on.SCHEDULER_POD_KEYS},
     "nsscache.*": r"\bnsscache\.\w+",
     "controller.etcConfigMap": r"\betcConfigMap\b",
-    "compute.pyxis.mountHome": r"\bmountHome\b",
-    "compute.pyxis.remapRoot": r"\bremapRoot\b",
-    "compute.pyxis.enrootConfig": r"\benrootConfig\b",
-    "compute.pyxis.appArmorProfile": r"\bappArmorProfile\b",
     # values only: the chart does not put them into the SlurmCluster
     **{
         f"compute.{key}": rf"\bcompute\.{key}\b"
         for key in ("dynamic", "securityContext", "ssh", "autoPartition", "gpusd", "cacheDropper")
     },
 }
-# Read, but not for what the key promises (see their reasons), or open by design.
-NO_READER_CHECK = {"login.sshKeyVolume", "global.*"}
+# Read, but not for what the key promises (see their reasons), or open by design (the
+# enroot.conf keys: any name, and the plugstack renderer reads the map for the mapped ones).
+NO_READER_CHECK = {"login.sshKeyVolume", "global.*", "compute.pyxis.enrootConfig.*"}
 RUNTIME = [
     p
     for d in ("operator", "slurmconf", "syncer", "scheduler")
@@ -130,15 +129,15 @@ def test_fires_on_each_key_set_with_its_line(check):
     text = (
         "scheduler:\n  enabled: true\n  priorityClassName: high\n"
         "compute:\n  nodes:\n    a:\n      enabled: true\n  gpusd: {enabled: true}\n"
-        "  pyxis:\n    mountHome: false\n    remapRoot: true\n"
+        "  pyxis:\n    enrootConfig:\n      ENROOT_DATA_PATH: /data\n      ENROOT_TEMP_PATH: /t\n"
         "global:\n  volumes: []\n  storageClass: fast\n"
     )
     report = check(text)
     assert sunk027(report) == {
         ("scheduler.priorityClassName", 3),
         ("compute.gpusd", 8),
-        ("compute.pyxis.mountHome", 10),
-        ("global.storageClass", 14),
+        ("compute.pyxis.enrootConfig.ENROOT_TEMP_PATH", 12),  # not ENROOT_DATA_PATH: mapped
+        ("global.storageClass", 15),
     }
     finding = next(f for f in report.findings if f.key_path == "scheduler.priorityClassName")
     assert str(finding.severity) == "warning"

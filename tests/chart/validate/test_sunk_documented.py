@@ -39,8 +39,8 @@ EXPECTED_WARNINGS = {
     ("SUNK027", "compute.securityContext"),
     ("SUNK027", "compute.autoPartition"),
     ("SUNK027", "compute.gpusd"),
-    ("SUNK027", "compute.pyxis.appArmorProfile"),
-    ("SUNK027", "compute.pyxis.enrootConfig"),
+    # enroot.conf keys other than those the container plugin takes as options
+    ("SUNK027", "compute.pyxis.enrootConfig.ENROOT_TEMP_PATH"),
     ("SUNK027", "nsscache.existingSecret"),
     ("SUNK027", "nsscache.sudoGroups"),
     ("SUNK027", "nsscache.nsscacheConfig"),

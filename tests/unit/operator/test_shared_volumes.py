@@ -34,11 +34,17 @@ NODE = {
 }
 
 
+# The compute defaults that add to every slurmd Pod, off: /dev/shm, the container plugin's
+# volumes (tests/unit/operator/test_slurmd_pod.py follows them).
+NO_POD_DEFAULTS = {"pyxis": {"enabled": False}, "sharedMemory": None}
+
+
 def cluster(**spec) -> SlurmClusterSpec:
     # Node locking off unless asked: its dispatchers are the cluster's share of the Pod too,
-    # and these tests follow the volumes alone.
+    # and these tests follow the volumes alone; so are the compute defaults (NO_POD_DEFAULTS).
+    compute = {**NO_POD_DEFAULTS, **spec.pop("compute", {})}
     return SlurmClusterSpec.model_validate(
-        {"clusterName": "c", "syncer": {"nodeLocking": False}, **spec}
+        {"clusterName": "c", "syncer": {"nodeLocking": False}, "compute": compute, **spec}
     )
 
 

@@ -123,3 +123,81 @@ def test_readme_lists_every_rule(repo):
     readme = (repo / "tools/sunk/validate/README.md").read_text()
     for r in all_rules():
         assert f"| {r.id} | `{r.name}` | {r.severity} |" in readme
+
+
+def test_unknown_container_options_are_found_at_their_line(check):
+    text = (
+        "compute:\n"
+        "  pyxis:\n"
+        "    plugstackOptions:\n"
+        "      - container_scope=job\n"
+        "      - container_image_save=/tmp\n"
+        "      - sbatch_support=1\n"
+        "      - nokey\n"
+    )
+    report = check(text)
+    assert at(report) == {("SUNK037", 5), ("SUNK037", 7)}
+    finding = next(f for f in report.findings if f.line == 5)
+    assert finding.key_path == "compute.pyxis.plugstackOptions[1]"
+    assert "`container_image_save`" in finding.message
+    assert str(finding.severity) == "warning"
+
+
+def test_container_options_are_not_checked_with_the_plugin_off(check):
+    text = "compute:\n  pyxis:\n    enabled: false\n    plugstackOptions: [pyxis_only=1]\n"
+    assert ids(check(text)) == set()
+
+
+def test_mpi_env_without_containers_fires_on_what_the_user_set(check):
+    text = (
+        "compute:\n"
+        "  pyxis:\n"
+        "    enabled: false\n"
+        "  mpi:\n"
+        "    env:\n"
+        "      OMPI_MCA_pml: ucx\n"
+        "      OMPI_MCA_btl: self,vader,tcp\n"  # the chart's own value: quiet
+        "      OMPI_MCA_btl_tcp_if_include: null\n"  # not set anyway: quiet
+        "      UCX_TLS: tcp\n"
+    )
+    report = check(text)
+    assert at(report) == {("SUNK038", 6), ("SUNK038", 9)}
+    finding = next(f for f in report.findings if f.line == 6)
+    assert finding.key_path == "compute.mpi.env.OMPI_MCA_pml"
+    assert "compute.pyxis.enabled is false" in finding.message
+    assert str(finding.severity) == "warning"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "compute:\n  pyxis: {enabled: false}\n",  # the defaults, untouched
+        "compute:\n  pyxis: {enabled: false}\n  mpi: {env: {}}\n",
+        "compute:\n  mpi: {env: {OMPI_MCA_pml: ucx}}\n",  # containers on (the default)
+        "compute:\n  pyxis: {enabled: true}\n  mpi: {env: {OMPI_MCA_pml: ucx}}\n",
+    ],
+)
+def test_mpi_env_without_containers_is_quiet_otherwise(check, text):
+    assert "SUNK038" not in ids(check(text))
+
+
+@pytest.mark.parametrize("key", ["TaskProlog", "taskprolog", "TASKPROLOG"])
+def test_a_task_prolog_with_containers_is_found_in_any_case(check, key):
+    report = check(f"slurmConfig:\n  {key}: /opt/site/task_prolog.sh\n")
+    assert at(report) == {("SUNK039", 2)}
+    (finding,) = report.findings
+    assert finding.key_path == f"slurmConfig.{key}"
+    assert "status 127" in finding.message
+    assert str(finding.severity) == "warning"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "compute:\n  pyxis: {enabled: false}\nslurmConfig:\n  TaskProlog: /opt/p.sh\n",
+        "slurmConfig:\n  TaskProlog: ''\n",
+        "slurmConfig:\n  TaskEpilog: /opt/e.sh\n",
+    ],
+)
+def test_a_task_prolog_is_fine_without_containers(check, text):
+    assert "SUNK039" not in ids(check(text))

@@ -39,8 +39,12 @@ def _dir(directory: Path | None) -> Path:
 
 @dev_app.command(cls=SunkCommand)
 def up(
-    example: Path = typer.Option(
-        Path("examples/minimal-cpu.yaml"), "-f", "--values", help="The slurm chart's values."
+    values: list[Path] = typer.Option(
+        [Path("examples/minimal-cpu.yaml")],
+        "-f",
+        "--values",
+        help="The slurm chart's values (repeat: later files win); this machine's overlay is "
+        "applied after them. Run again with other values to change a running cluster.",
     ),
     nodes: int = typer.Option(2, min=1, max=8, help="Real worker nodes."),
     directory: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
@@ -49,12 +53,13 @@ def up(
     # The environment's errors (ControlPlaneError, DeployError, …) are ToolErrors: exit 3.
     devcluster = _devcluster()
     result = devcluster.up(
-        _dir(directory), example, nodes, say=lambda m: err.print(f"[dev] {m}", markup=False)
+        _dir(directory), values, nodes, say=lambda m: err.print(f"[dev] {m}", markup=False)
     )
     out.print(result.job_output.rstrip())
     out.print(f"KUBECONFIG={result.kubeconfig}")
     out.print("A shell in the login Pod (then `sinfo`, `srun -N2 hostname`):")
     out.print(f"  {result.shell}")
+    out.print(result.change_values)
 
 
 @dev_app.command(cls=SunkCommand)

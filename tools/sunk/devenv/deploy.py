@@ -60,8 +60,13 @@ class SlurmDeployment:
             "-n", OPERATOR_NAMESPACE, "--create-namespace", "--wait", "--timeout", "5m",
         )  # fmt: skip
 
-    def install_slurm(self, *value_files: Path, upgrade: bool = True) -> None:
-        files = [arg for path in (*value_files, OVERLAY) for arg in ("-f", str(path))]
+    def install_slurm(
+        self, *value_files: Path, upgrade: bool = True, after_overlay: tuple[Path, ...] = ()
+    ) -> None:
+        """The values files, this machine's overlay, then ``after_overlay`` (a test's own
+        node shape, which the overlay would otherwise set)."""
+        ordered = (*value_files, OVERLAY, *after_overlay)
+        files = [arg for path in ordered for arg in ("-f", str(path))]
         verb = ["upgrade", "--install"] if upgrade else ["install"]
         self.helm(
             *verb, self.release, str(repo_root() / "charts/slurm"),

@@ -1,14 +1,16 @@
 """``sunkctl dev up|down|status``: a Slurm cluster on real Kubernetes nodes on this machine.
 
 ``up`` starts the control plane and two real nodes (``sunk.devenv.nodes``), imports the images
-from ``make images``, installs both charts from an example, waits for Slurm and runs a two-node
-job; the cluster stays up. Running ``up`` again reuses a healthy cluster (helm upgrades are
-idempotent) and tears down and rebuilds one that a crash or reboot left broken. ``down``
-removes every process, mount, cgroup and network namespace the cluster made.
+from ``make images``, installs both charts from the values files given (then this machine's
+overlay, ``deploy.OVERLAY``), waits for Slurm and runs a two-node job; the cluster stays up.
+Running ``up`` again reuses a healthy cluster (helm upgrades are idempotent: ``up -f A -f B``
+applies new values, overlay included) and tears down and rebuilds one that a crash or reboot
+left broken. ``down`` removes every process, mount, cgroup and network namespace it made.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,26 +34,54 @@ class DevCluster:
     kubeconfig: Path
     job_output: str
     shell: str
+    change_values: str  # how to apply other values over this machine's overlay
 
 
-def cluster_name(values_file: Path) -> str:
+def cluster_name(values_files: list[Path]) -> str:
+    """The cluster name the values give (the last file that sets it wins, as in helm)."""
+    name = "slurm"
+    for values_file in values_files:
+        try:
+            data = yaml.safe_load(values_file.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise NodeClusterError(f"{values_file}: {exc}") from exc
+        if isinstance(data, dict) and data.get("clusterName"):
+            name = str(data["clusterName"])
+    return name
+
+
+def change_values_hint(values_files: list[Path]) -> str:
+    """What the demo prints: the cluster runs with an overlay for this machine (small Pods,
+    MariaDB from our images) that a plain `helm upgrade -f VALUES` would drop, swapping
+    MariaDB for an image that cannot be pulled here."""
+    shown = " ".join(f"-f {shlex.quote(_shown(f))}" for f in values_files)
+    overlay = _shown(deploy.OVERLAY)
+    return (
+        f"To change values, apply yours over this machine's overlay ({overlay}):\n"
+        f"  sunkctl dev up {shown} -f YOUR-VALUES.yaml\n"
+        f"(a plain `helm upgrade -f YOUR-VALUES.yaml` drops the overlay: add `-f {overlay}` "
+        "last if you use helm)"
+    )
+
+
+def _shown(path: Path) -> str:
     try:
-        data = yaml.safe_load(values_file.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise NodeClusterError(f"{values_file}: {exc}") from exc
-    return str(data.get("clusterName") or "slurm")
+        return str(path.resolve().relative_to(repo_root()))
+    except ValueError:
+        return str(path)
 
 
 def up(
     workdir: Path,
-    example: Path,
+    values_files: list[Path],
     nodes: int = 2,
     say: Callable[[str], None] = print,
 ) -> DevCluster:
-    if not example.is_absolute():
-        example = repo_root() / example
-    if not example.is_file():
-        raise NodeClusterError(f"{example}: no such values file")
+    """Values files apply in order, then this machine's overlay (``deploy.OVERLAY``)."""
+    values_files = [f if f.is_absolute() else repo_root() / f for f in values_files]
+    for values_file in values_files:
+        if not values_file.is_file():
+            raise NodeClusterError(f"{values_file}: no such values file")
     cluster = _running_cluster(workdir, say)
     fresh = cluster is None
     if cluster is None:
@@ -60,15 +90,18 @@ def up(
         cluster = NodeCluster(nodes, workdir=workdir, images=archives, progress=True)
         cluster.start()
     try:
-        deployment = deploy.SlurmDeployment(cluster, cluster_name(example))
+        deployment = deploy.SlurmDeployment(cluster, cluster_name(values_files))
         say("installing the sunk chart (operator) and waiting for it")
         deployment.install_operator()
-        say(f"installing the slurm chart from {example.name} and waiting for Slurm")
-        deployment.install_slurm(example)
+        shown = ", ".join(f.name for f in values_files)
+        say(f"installing the slurm chart from {shown} (then this machine's overlay)")
+        deployment.install_slurm(*values_files)
         deployment.wait_ready(nodes=len(cluster.nodes))
         say("running `srun -N2 hostname` from the login Pod")
         output = deployment.login("srun", f"-N{len(cluster.nodes)}", "hostname")
-        result = DevCluster(cluster.kubeconfig, output, deployment.shell_command())
+        result = DevCluster(
+            cluster.kubeconfig, output, deployment.shell_command(), change_values_hint(values_files)
+        )
     except BaseException:
         if fresh:
             say(f"leaving the cluster up for inspection; `sunkctl dev down --dir {workdir}`")

@@ -48,6 +48,9 @@ class ImageSpec:
     repository: str
     tag: str
     build_args: dict[str, str] = field(default_factory=dict)
+    # A build context of its own (a folder of the checkout holding its Dockerfile, as a user
+    # builds an example); None: the checkout with images/<name>/Dockerfile.
+    context: str | None = None
 
     @property
     def ref(self) -> str:
@@ -77,6 +80,21 @@ def dev_images() -> list[ImageSpec]:
     return [
         ImageSpec(name, f"{IMAGE_PREFIX}/{name}", DEV_IMAGE_TAG, {"BASE_IMAGE": BASE_IMAGE})
         for name in ("mariadb", "ldap")
+    ]
+
+
+# Examples users build themselves, built here for the tests that run them: the training job of
+# docs/tutorials/train-on-sunk.md. Not imported into the nodes (deploy.image_archives): jobs
+# pull it from a registry with `srun --container-image`.
+def example_images() -> list[ImageSpec]:
+    return [
+        ImageSpec(
+            "train",
+            f"{IMAGE_PREFIX}/train",
+            DEV_IMAGE_TAG,
+            {"BASE_IMAGE": BASE_IMAGE},
+            context="examples/train-on-sunk",
+        )
     ]
 
 
@@ -320,6 +338,8 @@ def wheelhouse(repo: Path) -> Path:
 
 
 def build_command(spec: ImageSpec, repo: Path, no_cache: bool = False) -> list[str]:
+    context = repo / spec.context if spec.context else repo
+    dockerfile = context / "Dockerfile" if spec.context else f"images/{spec.name}/Dockerfile"
     cmd = [
         "docker",
         "build",
@@ -327,14 +347,14 @@ def build_command(spec: ImageSpec, repo: Path, no_cache: bool = False) -> list[s
         "host",
         "--force-rm",
         "-f",
-        f"images/{spec.name}/Dockerfile",
+        str(dockerfile),
     ]
     cmd += ["-t", spec.ref]
     for key, value in sorted(spec.build_args.items()):
         cmd += ["--build-arg", f"{key}={value}"]
     if no_cache:
         cmd.append("--no-cache")
-    return [*cmd, str(repo)]
+    return [*cmd, str(context)]
 
 
 def build(names: list[str] | None = None, no_cache: bool = False) -> dict[str, float]:
@@ -342,10 +362,13 @@ def build(names: list[str] | None = None, no_cache: bool = False) -> dict[str, f
     repo = repo_root()
     specs = images() + variants_from_env()
     if names:
-        known = specs + dev_images()
+        known = specs + dev_images() + example_images()
         unknown = set(names) - {s.name for s in known}
         if unknown:
-            raise ImageBuildError(f"unknown image(s) {sorted(unknown)}; known: images/*")
+            raise ImageBuildError(
+                f"unknown image(s) {sorted(unknown)}; known: images/*, "
+                + ", ".join(s.name for s in example_images())
+            )
         specs = [s for s in known if s.name in names]
     ensure_engine()
     times = {"base": build_base()}

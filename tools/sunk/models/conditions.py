@@ -67,6 +67,12 @@ CLUSTER_NOT_FOUND = Reason(
     (NODESET,),
     "no SlurmCluster with the NodeSet's clusterName yet (Argo CD may apply it later)",
 )
+CLUSTER_INVALID = Reason(
+    "ClusterInvalid",
+    Health.DEGRADED,
+    (NODESET,),
+    "the NodeSet's SlurmCluster has an invalid spec; the NodeSet waits, its Pods untouched",
+)
 PODS_PROGRESSING = Reason(
     "Progressing",
     Health.PROGRESSING,
@@ -95,6 +101,13 @@ TEMPLATE_CHANGED = Reason(
     Health.PROGRESSING,
     (NODESET,),
     "a rolling update replaces Pods that run an older template",
+)
+UPDATE_BLOCKED = Reason(
+    "UpdateBlocked",
+    Health.DEGRADED,
+    (NODESET,),
+    "the new template does not fit a Node whose Pod runs the older one; that Pod stays, so "
+    "the NodeSet keeps its capacity (lower the requests, or replace the Pod by hand)",
 )
 WAITING_FOR_JOBS = Reason(
     "WaitingForJobs",
@@ -143,12 +156,14 @@ REASONS: tuple[Reason, ...] = (
     INVALID_SPEC,
     CONFIG_INVALID,
     CLUSTER_NOT_FOUND,
+    CLUSTER_INVALID,
     PODS_PROGRESSING,
     ALL_PODS_READY,
     NODE_CONFLICT,
     NODE_CLAIMED,
     NO_CONFLICT,
     TEMPLATE_CHANGED,
+    UPDATE_BLOCKED,
     WAITING_FOR_JOBS,
     NO_REMOVAL,
     COMPONENT_READY,

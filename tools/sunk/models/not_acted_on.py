@@ -15,16 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sunk.models.values import ENROOT_OPTIONS
+
 # PodOptions' keys (sunk.models.values), on the scheduler, which has no Pod of its own.
 SCHEDULER_POD_KEYS = (
     "resources", "tolerations", "affinity", "nodeSelector", "priorityClassName",
     "podSecurityContext", "securityContext", "terminationGracePeriodSeconds", "annotations",
     "labels", "env",
 )  # fmt: skip
-PYXIS_OPTIONS = (
-    "plugstack.conf carries only `compute.pyxis.plugstackOptions`, and no enroot.conf is "
-    "rendered or mounted"
-)
 
 
 @dataclass(frozen=True)
@@ -73,10 +71,12 @@ TABLE: tuple[NotActedOn, ...] = (
         "the PVC is created and mounted at /etc/ssh/user-keys, but sshd does not read keys "
         "from there",
     ),
-    NotActedOn("compute.pyxis.mountHome", PYXIS_OPTIONS),
-    NotActedOn("compute.pyxis.remapRoot", PYXIS_OPTIONS),
-    NotActedOn("compute.pyxis.enrootConfig", PYXIS_OPTIONS),
-    NotActedOn("compute.pyxis.appArmorProfile", "no AppArmor profile is set on the compute pods"),
+    NotActedOn(
+        "compute.pyxis.enrootConfig.*",
+        "no enroot runs: the container plugin takes only the keys that map to its options, "
+        "and no enroot.conf is rendered",
+        acted_on=tuple(f"compute.pyxis.enrootConfig.{key}" for key in ENROOT_OPTIONS),
+    ),
     NotActedOn(
         "compute.dynamic",
         "every slurmd registers as a dynamic Slurm node; there are no cloud nodes",

@@ -452,33 +452,141 @@ class Partition(Strict):
     )
 
 
+# The container plugin's sizes ("20G") and registries ("registry.local:5000").
+CACHE_SIZE = r"^[0-9]{1,12}[KMGT]?$"
+REGISTRY = r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?$"
+APPARMOR_PROFILE = r"^[A-Za-z0-9._/:-]*$"
+# compute.mpi.env: variable names of the MPI stacks (Open MPI, its PMIx and PRRTE, UCX,
+# libfabric, MPICH, Intel MPI), and values that are one plugstack.conf word (`env=NAME=VALUE`
+# on the container plugin's line, which SPANK splits on whitespace without quotes): what the
+# guard refuses in a word (sunk.slurmconf.guard, CONF_WORD) is refused here, empty allowed.
+MPI_ENV_NAME = r"^(OMPI|OPAL|PMIX|PRTE|UCX|FI|MPICH|I_MPI)_[A-Za-z0-9_]+$"
+MPI_ENV_VALUE = r'^[^\x00-\x20\x7f#"\\]*$'
+MPI_ENV_RULE = {
+    "rule": f"self.all(k, k.matches('{MPI_ENV_NAME}'))",
+    "message": f"compute.mpi.env names must match {MPI_ENV_NAME}",
+}
+# Open MPI over TCP and shared memory (the Pod network has no RDMA). `vader` is the shared
+# memory BTL of Open MPI 1.8 to 4.1 and an alias of `sm` in 5.x: one name for both.
+MPI_ENV_DEFAULTS = {
+    "OMPI_MCA_pml": "ob1",
+    "OMPI_MCA_btl": "self,vader,tcp",
+    "OMPI_MCA_btl_tcp_if_include": "eth0",
+    "OMPI_MCA_oob_tcp_if_include": "eth0",
+}
+# The options the container plugin accepts (Pyxis's names; it refuses any other), and the
+# enroot.conf keys that have a meaning for it (sunk.slurmconf.plugstack renders both).
+PYXIS_OPTIONS = (
+    "runtime_path",
+    "cache_path",
+    "image_cache_size",
+    "mount_home",
+    "remap_root",
+    "writable",
+    "container_scope",
+    "execute_entrypoint",
+    "sbatch_support",
+    "insecure_registries",
+    "credentials",
+    "env",
+)
+ENROOT_OPTIONS = {
+    "ENROOT_DATA_PATH": "runtime_path",
+    "ENROOT_CACHE_PATH": "cache_path",
+    "ENROOT_ROOTFS_WRITABLE": "writable",
+    "ENROOT_MOUNT_HOME": "mount_home",
+    "ENROOT_REMAP_ROOT": "remap_root",
+}
+
+
 class Pyxis(Strict):
     enabled: bool = Field(
-        default=False,
-        description="Enable Pyxis (`srun --container-image`): plugstack.conf loads "
-        "/usr/local/lib/slurm/spank_pyxis.so as a required plugin. The opensunk images carry "
-        "neither Pyxis nor enroot: use slurmd and login images that do.",
+        default=True,
+        description="Containers in jobs (`srun --container-image`, Pyxis's options): "
+        "plugstack.conf loads /usr/local/lib/slurm/spank_sunk_container.so as a required "
+        "plugin (the opensunk slurmd and login images carry it; it also exports "
+        "compute.mpi.env to every job task), and the slurmd Pods get an emptyDir for images "
+        "and container root filesystems.",
     )
     mountHome: bool = Field(
         default=True,
-        description="Mount the user's home into containers. Not acted on yet: nothing "
-        "passes it to Pyxis or enroot.",
+        description="Mount the user's home into containers (`mount_home=1|0`).",
     )
     remapRoot: bool = Field(
-        default=True,
-        description="Remap the user to root in containers. Not acted on yet: nothing passes "
-        "it to Pyxis or enroot.",
+        default=False,
+        description="Run containers as root in a user namespace mapped to the user "
+        "(`remap_root=1|0`; users choose per step with `--[no-]container-remap-root`). Off "
+        "by default, as in Enroot: PMIx hangs in MPI_Init inside a user namespace, so "
+        "`srun --mpi=pmix` programs need it off.",
+    )
+    imageCacheSize: str = Field(
+        default="20G",
+        pattern=CACHE_SIZE,
+        description="Most space the node's image cache may take before the least recently "
+        "used images go (`image_cache_size=`; K, M, G or T).",
+    )
+    insecureRegistries: list[Annotated[str, Field(pattern=REGISTRY, max_length=261)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Registries (`HOST` or `HOST:PORT`) pulled from over plain HTTP "
+        "(`insecure_registries=`); empty: HTTPS only.",
+    )
+    credentialsSecret: str | None = Field(
+        default=None,
+        pattern=DNS_SUBDOMAIN,
+        max_length=253,
+        description="Secret in the cluster's namespace whose key `credentials` holds registry "
+        "credentials in netrc form (`machine HOST login USER password PASS`), mounted "
+        "read-only at /etc/sunk/containers/credentials in the slurmd container.",
+    )
+    cacheVolumeSizeLimit: Quantity | None = Field(
+        default=None,
+        description="sizeLimit of the slurmd Pods' `containers` emptyDir (images and container "
+        "root filesystems, at the plugin's runtime_path); unset: no limit.",
     )
     plugstackOptions: list[ConfWord] = Field(
-        default_factory=lambda: ["container_scope=job"], description="Pyxis plugstack options."
+        default_factory=lambda: ["container_scope=job"],
+        description="Plugin options (`key=value`), written last on the plugstack.conf line "
+        f"(a later word wins). The plugin knows {', '.join(PYXIS_OPTIONS)}; `sunkctl "
+        "validate` warns about others.",
     )
     enrootConfig: dict[str, str] = Field(
         default_factory=dict,
-        description="enroot.conf keys. Not acted on yet: no enroot.conf is rendered.",
+        description="enroot.conf keys, as SUNK takes them: ENROOT_DATA_PATH (runtime_path), "
+        "ENROOT_CACHE_PATH (cache_path), ENROOT_ROOTFS_WRITABLE (writable), ENROOT_MOUNT_HOME "
+        "and ENROOT_REMAP_ROOT (over mountHome and remapRoot) become plugin options; other "
+        "keys are not acted on (no enroot runs, and no enroot.conf is rendered).",
     )
     appArmorProfile: str = Field(
         default="",
-        description="AppArmor profile for compute pods. Not acted on yet: the pods get none.",
+        pattern=APPARMOR_PROFILE,
+        max_length=253,
+        description="AppArmor profile of the slurmd container: a profile loaded on the Nodes "
+        "(`enroot` or SUNK's `localhost/enroot`: Localhost), `RuntimeDefault` or "
+        "`Unconfined`; empty: none set. A group's own securityContext.appArmorProfile wins.",
+    )
+    podSecurityContext: dict[str, Any] | None = open_object(
+        "Pod security context of the slurmd Pods (raw Kubernetes PodSecurityContext, e.g. a "
+        "Localhost seccomp profile for containers), where a group sets none of its own; "
+        "unset: the default (seccomp RuntimeDefault).",
+        default=None,
+    )
+
+
+class Mpi(Strict):
+    env: dict[
+        Annotated[str, Field(pattern=MPI_ENV_NAME, max_length=128)],
+        Annotated[str, Field(pattern=MPI_ENV_VALUE, max_length=1024)] | None,
+    ] = Field(
+        default_factory=lambda: dict(MPI_ENV_DEFAULTS),
+        max_length=64,
+        description="Environment for job tasks (Open MPI's MCA parameters and the like), "
+        "exported to every job task by the container plugin (compute.pyxis.enabled) unless "
+        "the task has the variable, so a job's `export` wins; not acted on while "
+        "compute.pyxis.enabled is false. Each value is one plugstack.conf word (no whitespace, "
+        '`#`, `"` or `\\`); null or empty: not set. By default Open MPI over TCP and '
+        "shared memory on eth0 (the Pod network has no RDMA).",
+        json_schema_extra={"x-cel": [MPI_ENV_RULE]},
     )
 
 
@@ -503,9 +611,19 @@ class ClusterCompute(Strict):
     generateTopology: bool = Field(
         default=True, description="Generate topology.conf from Node labels."
     )
-    pyxis: Pyxis = Field(default_factory=Pyxis, description="Pyxis/Enroot.")
+    pyxis: Pyxis = Field(
+        default_factory=Pyxis,
+        description="Containers in jobs: Pyxis's `srun --container-image` options.",
+    )
     s6: dict[S6Name, S6Service] = s6_services(dict)
     mounts: list[Mount] = Field(default_factory=list, description="PVC mounts on all groups.")
+    sharedMemory: Quantity | None = Field(
+        default="8Gi",
+        description="Size of /dev/shm in the slurmd Pods: an emptyDir in memory (Kubernetes' "
+        "own 64 MiB starves MPI's shared memory; what jobs write there counts as the Pod's "
+        "memory), unless a group mounts something there; null: none added.",
+    )
+    mpi: Mpi = Field(default_factory=Mpi, description="MPI defaults for job tasks.")
 
 
 class Switch(Strict):
@@ -645,6 +763,12 @@ class SlurmConfig(Strict):
     )
     cgroupConfig: dict[ConfKey, ScalarOrList] = Field(
         default_factory=dict, max_length=256, description="cgroup.conf keys passed through."
+    )
+    mpiConfig: dict[ConfKey, ScalarOrList] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="mpi.conf keys passed through, over the defaults "
+        "PMIxCliTmpDirBase=/var/spool/slurmd/pmix and PMIxDirectConn=true.",
     )
     jobSubmitLua: LuaScript | None = Field(
         default=None,

@@ -7,8 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from sunk.models.conditions import Reason
 from sunk.models.crds import API_VERSION
+from sunk.models.words import spec_problems
 from sunk.operator.client import Kube, path_for
 
 
@@ -20,7 +23,7 @@ def condition(
     ctype: str, ok: bool, reason: Reason, message: str = "", *, prefix: str = ""
 ) -> dict[str, Any]:
     """A condition with a declared reason; ``prefix`` names the member of a family
-    (``<Kind>ApplyFailed``)."""
+    (``<Kind>ApplyFailed``). No message is empty: without one, the reason's meaning."""
     if not isinstance(reason, Reason):
         raise TypeError(
             f"undeclared condition reason {reason!r}: declare it in sunk.models.conditions"
@@ -29,8 +32,16 @@ def condition(
         "type": ctype,
         "status": "True" if ok else "False",
         "reason": reason.text(prefix),
-        "message": message,
+        "message": message or reason.meaning,
     }
+
+
+def invalid_spec_message(exc: ValidationError) -> str:
+    """What an InvalidSpec condition (and its one Event) says: each refused field path and
+    reason on a line of its own, in `sunkctl validate`'s words."""
+    problems = spec_problems(exc)
+    head = f"the spec is invalid ({len(problems)} problem{'s' if len(problems) != 1 else ''}); "
+    return head + "fix it and the operator reconciles again:\n" + "\n".join(problems)
 
 
 def degraded(status: dict[str, Any]) -> list[str]:

@@ -5,9 +5,12 @@ its template hash (sunk.operator.nodeset.pod) and `sunkctl validate` (SUNK028). 
 weakest first:
 
 - login Pod, `sshd` container:     global ← login
-- slurmd Pod, `slurmd` container:  global ← compute.mounts ← the NodeSet's own template (the
-  chart renders the resolved group there: nodeDefaults ← definitions ← compute.nodes.<name>,
-  where a `volumes` list, like every list, replaces the one below it)
+- slurmd Pod, `slurmd` container:  the operator's defaults ← global ← compute.mounts ← the
+  NodeSet's own template (the chart renders the resolved group there: nodeDefaults ←
+  definitions ← compute.nodes.<name>, where a `volumes` list, like every list, replaces the
+  one below it). The defaults (/dev/shm, the container plugin's directories:
+  sunk.operator.nodeset.pod) give way to any entry at their mountPath or with their name; a
+  default volume no mount uses any more is dropped (`drop_unmounted`).
 
 Volumes are matched by ``name`` and mounts by ``mountPath``: an entry of a stronger layer
 replaces the weaker layer's entry with the same key, and the result keeps the weaker layers'
@@ -208,6 +211,19 @@ def merge(layers: Sequence[Layer], owned: Owned, pod: str = "") -> Merged:
 
 
 # --------------------------------------------------------------------------- the layers
+
+
+def defaults_layer(volumes: Sequence[Any], mounts: Sequence[Any], owner: str = "") -> Layer:
+    """The operator's own defaults, under every user layer (the slurmd Pod's /dev/shm and the
+    container plugin's volumes); problems with them are the cluster's compute settings'."""
+    at = ("spec", "compute")
+    return Layer(volumes, mounts, at, at, owner=owner)
+
+
+def drop_unmounted(merged: Merged, defaults: Sequence[dict[str, Any]]) -> None:
+    """Drop the default volumes that no mount names any more (a user's mount took the path)."""
+    used = {m.get("name") for m in merged.mounts}
+    merged.volumes = [v for v in merged.volumes if v not in defaults or v.get("name") in used]
 
 
 def global_layer(

@@ -12,6 +12,7 @@ from sunk.slurmconf.guard import UnsafeConfigError, check_value, find_key
 from sunk.slurmconf.inputs import ClusterInputs
 from sunk.slurmconf.lua import CLI_FILTER, JOB_SUBMIT, LuaError, render_lua
 from sunk.slurmconf.memory import SizingError
+from sunk.slurmconf.mpi import render_mpi_conf
 from sunk.slurmconf.plugstack import render_plugstack_conf
 from sunk.slurmconf.registration import registration
 from sunk.slurmconf.scripts import dispatcher, lock_script
@@ -88,8 +89,9 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
     files = {
         "slurm.conf": render_slurm_conf(inputs, warnings),
         "cgroup.conf": render_cgroup_conf(dict(spec.slurmConfig.cgroupConfig)),
+        "mpi.conf": render_mpi_conf(dict(spec.slurmConfig.mpiConfig)),
         "gres.conf": render_gres_conf(nodesets),
-        "plugstack.conf": render_plugstack_conf(spec.compute.pyxis),
+        "plugstack.conf": render_plugstack_conf(spec.compute.pyxis, spec.compute.mpi),
     }
     files.update(render_lua(spec.slurmConfig))
     if spec.compute.generateTopology:

@@ -51,7 +51,9 @@ OWNED_KEYS = frozenset(
 # Keys of a partition line the operator writes (the name and the member NodeSets).
 OWNED_PARTITION_KEYS = frozenset({"PartitionName", "Nodes"})
 # Keys of the passthrough map that are not slurm.conf keys.
-NOT_SLURM_KEYS = frozenset({"extraConfig", "cgroupConfig", "jobSubmitLua", "cliFilterLua"})
+NOT_SLURM_KEYS = frozenset(
+    {"extraConfig", "cgroupConfig", "mpiConfig", "jobSubmitLua", "cliFilterLua"}
+)
 FILE = "slurm.conf"
 # Slurm keeps node records in 32-bit counters; a bigger MaxNodeCount is not a cluster.
 MAX_NODE_COUNT = 2**31 - 1
@@ -90,6 +92,8 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         "KillWait": spec.scheduler.killWait,
         "MinJobAge": 300,
         "Waittime": 0,
+        # srun --mpi=pmix by default (mpi.conf: sunk.slurmconf.mpi); a user's MpiDefault wins
+        "MpiDefault": "pmix",
     }
     if spec.jwt.enabled:
         settings["AuthAltTypes"] = "auth/jwt"
@@ -109,8 +113,9 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         settings["PrologFlags"] = ["Alloc"]
     if spec.scripts.epilog or locking:
         settings["Epilog"] = "/etc/slurm/epilog.sh"
-    if spec.compute.pyxis.enabled:
-        settings["PlugStackConfig"] = "/etc/slurm/plugstack.conf"
+    # No PlugStackConfig: configless slurmd and sackd fetch plugstack.conf from slurmctld and
+    # read it beside slurm.conf, where the default points (slurmctld, the login Pods: the
+    # mounted /etc/slurm).
     # The Lua plugins read job_submit.lua / cli_filter.lua beside slurm.conf (sunk.slurmconf.lua).
     lua = spec.slurmConfig.lua()
     if "job_submit.lua" in lua:
@@ -227,6 +232,43 @@ def default_partition(inputs: ClusterInputs) -> str | None:
     return names[0] if names else None
 
 
+def owned_keys_in_text(text: str, allowed: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+    """(line number in the text, key) of every operator-owned slurm.conf key, in any case,
+    and every `Include` directive, read as Slurm reads the lines (comments stripped).
+    ``allowed``: lower-case owned keys the text may set (a raw partition line's own name)."""
+    owned_lower = {k.lower(): k for k in OWNED_KEYS}
+    found = []
+    for number, text_line in enumerate(text.splitlines(), start=1):
+        words = text_line.split("#", 1)[0].split()
+        if words and words[0].lower() == "include":
+            found.append((number, "Include"))
+        for word in words:
+            key = word.split("=", 1)[0].strip().lower()
+            if "=" in word and key in owned_lower and key not in allowed:
+                found.append((number, word.split("=", 1)[0]))
+    return found
+
+
+# Free text written into slurm.conf as given: (key path, owned keys the text may set, lower
+# case). Raw partition lines name their partition and its nodes.
+FREE_TEXT = (
+    ("slurmConfig.extraConfig", frozenset()),
+    ("compute.rawPartitions", frozenset({"partitionname", "nodes"})),
+)
+
+
+def free_text_problems(text: str, allowed: frozenset[str]) -> list[str]:
+    """Why the text cannot go into slurm.conf: a key the operator owns (Slurm reads keys in
+    any case and the last one wins, so `Prolog=/tmp/x` after ours would replace the lock
+    prolog) or an `Include` of a file we do not render; one line each."""
+    return [
+        f"line {number}: `Include` reads a file we do not render"
+        if key == "Include"
+        else f"line {number}: `{key}` is managed by the operator"
+        for number, key in owned_keys_in_text(text, allowed)
+    ]
+
+
 def render_slurm_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
     spec = inputs.cluster
     user = dict(spec.slurmConfig.model_extra or {})
@@ -238,10 +280,15 @@ def render_slurm_conf(inputs: ClusterInputs, warnings: list[str]) -> str:
     declared = partition_lines(inputs, warnings)
     if declared:
         out += ["", "# --- declared partitions", *declared]
-    # Raw partition lines and extraConfig are free text by design (validate flags owned keys
-    # in them); they are written as given, after everything the operator owns.
-    if spec.compute.rawPartitions.strip():
-        out += ["", "# --- compute.partitions (raw)", spec.compute.rawPartitions.strip()]
-    if spec.slurmConfig.extraConfig.strip():
-        out += ["", "# --- slurmConfig.extraConfig", spec.slurmConfig.extraConfig.strip()]
+    # Raw partition lines and extraConfig are free text by design, written as given after
+    # everything the operator owns; an owned key in them is refused, not overridden.
+    raw, extra = spec.compute.rawPartitions.strip(), spec.slurmConfig.extraConfig.strip()
+    for (where, allowed), text in zip(FREE_TEXT, (extra, raw), strict=True):
+        problems = free_text_problems(text, allowed)
+        if problems:
+            raise UnsafeConfigError(FILE, where, "; ".join(problems))
+    if raw:
+        out += ["", "# --- compute.partitions (raw)", raw]
+    if extra:
+        out += ["", "# --- slurmConfig.extraConfig", extra]
     return "\n".join(out) + "\n"

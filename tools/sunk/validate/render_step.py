@@ -12,16 +12,16 @@ from pydantic import ValidationError
 
 from sunk.chartio.helm import HelmError, Release, chart_path, template
 from sunk.chartio.manifests import RenderedRelease
+from sunk.models.words import spec_problems
 from sunk.slurmconf import RenderError, render_all
 from sunk.validate import cel_step
 from sunk.validate.findings import RENDER, Finding, Severity
-from sunk.validate.paths import dotted
 
 # Renderer warnings that a rule already reports with a position (SUNK012).
 _COVERED = ("slurmConfig.",)
 # Rules that report, at the values line, what makes the renderer refuse: reserved memory over
 # a group's limit (SUNK006), a Lua script that would not load (SUNK029, SUNK030).
-COVERED_BY_RULES = ("SUNK006", "SUNK029", "SUNK030")
+COVERED_BY_RULES = ("SUNK006", "SUNK024", "SUNK029", "SUNK030")
 
 
 @dataclass
@@ -114,9 +114,7 @@ def _slurm(
         # The CRDs' CEL rules say the same, at the values line (cel_step, trace): say it once.
         if cel_reported:
             return []
-        message = "; ".join(
-            f"{dotted(e['loc']) or exc.title}: {e['msg']}" for e in exc.errors()[:3]
-        )
+        message = "; ".join(spec_problems(exc)[:3])
         return [
             Finding(
                 RENDER, Severity.ERROR, f"rendered custom resources unreadable: {message}", display

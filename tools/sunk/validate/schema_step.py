@@ -14,49 +14,11 @@ from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from sunk.errors import ToolError
-from sunk.models.base import (
-    CONF_KEY,
-    CONF_VALUE,
-    CONF_WORD,
-    CPU_COUNT,
-    FEATURE,
-    FEATURE_PREFIX,
-    HOST,
-    QUANTITY_PATTERN,
-)
+from sunk.models.words import PATTERN_WORDS, kind_of, show, type_words
 from sunk.validate.coalesce import Coalesced
 from sunk.validate.findings import SCHEMA, Finding, Severity
 from sunk.validate.paths import dotted
 from sunk.validate.yamlload import Path
-
-_TYPE_WORDS = {
-    "object": "a map",
-    "array": "a list",
-    "string": "text",
-    "integer": "a whole number",
-    "number": "a number",
-    "boolean": "true or false",
-    "null": "null",
-}
-_PATTERN_WORDS = {
-    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a DNS label (lowercase letters, digits and '-', "
-    "starting and ending with a letter or digit)",
-    "^([a-zA-Z0-9_]+:)?[0-9]+$": "a GPU GRES `type:count` such as `h100:8`, or a count",
-    "^[0-9]+%$": "a percentage such as `10%`",
-    CPU_COUNT: "a whole number from 1 to 65535 (a number, or quoted as SUNK writes it)",
-    "^sha256:[a-f0-9]{64}$": "a digest `sha256:<64 hex digits>`",
-    "^[A-Za-z0-9_.-]+$": "a name of letters, digits, '_', '.' and '-'",
-    QUANTITY_PATTERN: "a Kubernetes quantity such as 500m, 4Gi or 8 (at most 30 digits, a "
-    "two-digit exponent)",
-    CONF_KEY: "a Slurm key (letters, digits and '_', starting with a letter; no space or '=')",
-    CONF_VALUE: "a safe Slurm value: no line break (CR/LF), '#', '\"', '\\' or other control "
-    "character, which would change the structure of the Slurm file",
-    CONF_WORD: "a single word safe in a Slurm file: no space, line break (CR/LF), '#', '\"', "
-    "'\\' or other control character, which would change the structure of the Slurm file",
-    FEATURE: "a Slurm feature name (letters, digits and '_', '.', ':', '+', '-')",
-    FEATURE_PREFIX: "a Slurm feature prefix (letters, digits and '_', '.', ':', '+', '-')",
-    HOST: "a host name or address (letters, digits and '_', '.', ':', '-', '[', ']')",
-}
 
 
 @cache
@@ -74,29 +36,6 @@ def _validator(schema_file: str) -> Draft7Validator:
         raise ToolError(f"{schema_file}: unreadable values schema ({exc})") from exc
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, int):
-        return "a whole number"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a map"
-    return type(value).__name__
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _types(schema: dict[str, Any]) -> list[str]:
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -106,13 +45,6 @@ def _types(schema: dict[str, Any]) -> list[str]:
     if "enum" in schema:
         return []
     return []
-
-
-def _words(types: list[str]) -> str:
-    words = [_TYPE_WORDS.get(t, t) for t in dict.fromkeys(types)]
-    if len(words) <= 1:
-        return "".join(words)
-    return ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def _suggest(word: str, options: list[str]) -> str:
@@ -150,19 +82,19 @@ class _Translator:
             missing = error.message.split("'")[1] if "'" in error.message else "?"
             return [(path, f"missing required key `{missing}`", None)]
         if validator == "type":
-            expected = _words(_types(schema))
-            return [(path, f"must be {expected}, not {_kind(value)} ({_show(value)})", None)]
+            expected = type_words(_types(schema))
+            return [(path, f"must be {expected}, not {kind_of(value)} ({show(value)})", None)]
         if validator == "enum":
             options = schema.get("enum", [])
-            shown = ", ".join(_show(o) for o in options)
+            shown = ", ".join(show(o) for o in options)
             extra = _suggest(str(value), [str(o) for o in options if o is not None])
-            return [(path, f"must be one of {shown}; got {_show(value)}{extra}", None)]
+            return [(path, f"must be one of {shown}; got {show(value)}{extra}", None)]
         if validator == "const":
-            return [(path, f"must be {_show(schema.get('const'))}; got {_show(value)}", None)]
+            return [(path, f"must be {show(schema.get('const'))}; got {show(value)}", None)]
         if validator == "pattern":
             pattern = schema.get("pattern", "")
-            words = _PATTERN_WORDS.get(pattern, f"text matching `{pattern}`")
-            return [(path, f"{_show(value)} is not {words}", None)]
+            words = PATTERN_WORDS.get(pattern, f"text matching `{pattern}`")
+            return [(path, f"{show(value)} is not {words}", None)]
         if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
             bound = schema.get(validator)
             op = {
@@ -171,11 +103,11 @@ class _Translator:
                 "maximum": "at most",
                 "exclusiveMaximum": "less than",
             }[validator]
-            return [(path, f"must be {op} {bound}; got {_show(value)}", None)]
+            return [(path, f"must be {op} {bound}; got {show(value)}", None)]
         if validator in ("minLength", "maxLength"):
             bound = schema.get(validator)
             op = "at least" if validator == "minLength" else "at most"
-            return [(path, f"must be {op} {bound} characters long; got {_show(value)}", None)]
+            return [(path, f"must be {op} {bound} characters long; got {show(value)}", None)]
         if validator in ("minItems", "maxItems"):
             bound = schema.get(validator)
             op = "at least" if validator == "minItems" else "at most"
@@ -188,9 +120,9 @@ class _Translator:
         key = error.instance
         if error.validator == "pattern":
             pattern = error.schema.get("pattern", "") if isinstance(error.schema, dict) else ""
-            words = _PATTERN_WORDS.get(pattern, f"text matching `{pattern}`")
-            return [((*path, key), f"key {_show(key)} is not {words}", None)]
-        return [((*path, key), f"key {_show(key)}: {error.message}", None)]
+            words = PATTERN_WORDS.get(pattern, f"text matching `{pattern}`")
+            return [((*path, key), f"key {show(key)} is not {words}", None)]
+        return [((*path, key), f"key {show(key)}: {error.message}", None)]
 
     def _union(
         self, error: ValidationError, path: Path, value: Any
@@ -214,10 +146,12 @@ class _Translator:
             if isinstance(option, dict):
                 types.extend(_types(option))
                 if "enum" in option:
-                    types.extend(_show(v) for v in option["enum"])
+                    types.extend(show(v) for v in option["enum"])
         if types:
-            return [(path, f"must be {_words(types)}, not {_kind(value)} ({_show(value)})", None)]
-        return [(path, f"{_show(value)} is not valid here", None)]
+            return [
+                (path, f"must be {type_words(types)}, not {kind_of(value)} ({show(value)})", None)
+            ]
+        return [(path, f"{show(value)} is not valid here", None)]
 
 
 def _re_match(pattern: str, key: str) -> bool:

@@ -25,7 +25,9 @@ tests/cluster/rbac_unused.yaml.
   verbs: [update]
 # slurmd Pods: created, annotated (removal, lock state), deleted, watched; the hook reads the
 # Pod a token was issued to. The Pod Scheduler lists the Pods that name it, annotates them
-# with their job, adds the lock toleration, and deletes those whose job Slurm ended.
+# with their job, adds the lock toleration, and deletes those whose job Slurm ended. A
+# control-plane Pod that is stuck on an older StatefulSet revision is listed and deleted
+# (forced rollback).
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, patch, delete]

@@ -151,6 +151,19 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
     return out
 
 
+# Whether slurmctld answers, not whether its port accepts: the kernel completes a TCP
+# handshake for a stopped or deadlocked process, so a hung controller passed the TCP probe and
+# stayed Ready. scontrol waits for slurmctld's reply (at most 10 s here, the default
+# MessageTimeout) and prints "... is UP" only on one.
+SLURMCTLD_PING = "timeout 10 scontrol ping | grep -q ' is UP'"
+SLURMCTLD_ANSWERS = {"exec": {"command": ["/bin/sh", "-c", SLURMCTLD_PING]}, "timeoutSeconds": 12}
+# Loading a large saved state takes a while: up to 5 minutes before the first answer.
+STARTUP_BOUND = {"periodSeconds": 10, "failureThreshold": 30}
+# A hung slurmctld is restarted after 4 unanswered pings 15 s apart: within about 75 s
+# (README, "What happens when…"). Jobs keep running on their nodes meanwhile.
+LIVENESS_BOUND = {"periodSeconds": 15, "failureThreshold": 4}
+
+
 def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     opts = ctx.spec.controller
     name = names.controller(ctx.cluster)
@@ -158,6 +171,8 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
         ctx, "slurmctld", opts, ["slurmctld"], 6817, SLURM_USER_SECURITY_CONTEXT
     )
     container["volumeMounts"].append({"name": "state", "mountPath": STATE_DIR})
+    container["startupProbe"] = {**SLURMCTLD_ANSWERS, **STARTUP_BOUND}
+    container["livenessProbe"] = {**SLURMCTLD_ANSWERS, **LIVENESS_BOUND}
     volumes = [config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
     pod = pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes, munge_uid=MUNGE_UID)
     pod["initContainers"] = [state_owner(ctx)]

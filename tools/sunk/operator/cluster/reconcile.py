@@ -19,7 +19,7 @@ from sunk.operator import conditions, names, shared_volumes
 from sunk.operator.apply import create_once, ensure
 from sunk.operator.cache import Listed, Reader
 from sunk.operator.client import ApiError, Kube, path_for
-from sunk.operator.cluster import keyguard, keys
+from sunk.operator.cluster import keyguard, keys, rollout
 from sunk.operator.cluster.accounting import slurmdbd_secret
 from sunk.operator.cluster.base import ClusterContext
 from sunk.operator.cluster.network import network_policies, operator_peer, policy_names
@@ -40,6 +40,7 @@ MOCO_CRD = "mysqlclusters.moco.cybozu.com"
 # Event reasons (Events only, no condition carries them).
 KEYS_REGENERATED = "KeysRegenerated"
 KEY_CHANGED = "KeyChanged"
+STUCK_POD_REPLACED = "StuckPodReplaced"
 
 
 @dataclass(frozen=True)
@@ -162,16 +163,6 @@ async def placements(reader: Reader, ns: str, cluster: str) -> list[Placement]:
     ]
 
 
-async def workload_ready(kube: Kube, obj: dict[str, Any]) -> bool:
-    meta = obj["metadata"]
-    plural = "statefulsets" if obj["kind"] == "StatefulSet" else "deployments"
-    live = await kube.get(path_for("apps/v1", plural, meta["namespace"], meta["name"]))
-    if not live:
-        return False
-    want = obj["spec"].get("replicas", 1)
-    return (live.get("status") or {}).get("readyReplicas", 0) >= want
-
-
 async def reconcile_cluster(
     kube: Kube,
     body: dict[str, Any],
@@ -193,10 +184,12 @@ async def reconcile_cluster(
     try:
         spec = SlurmClusterSpec.model_validate(body["spec"])
     except ValidationError as exc:
+        # The user's to fix: said once (Event) and on the status, then nothing until the spec
+        # changes (no exception, so no retry).
+        message = conditions.invalid_spec_message(exc)
+        await emit_on_change(kube, body, reasons.INVALID_SPEC.name, message)
         return await _write_status(
-            kube,
-            body,
-            [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
+            kube, body, [conditions.condition("Ready", False, reasons.INVALID_SPEC, message)]
         )
     keys_state = await ensure_keys(kube, body, spec)
     if keys_state.missing:
@@ -235,7 +228,7 @@ async def reconcile_cluster(
     objects, policies = build_objects(ctx, database, login_problem, operator_namespace)
     problems = await apply_objects(kube, objects)
     problems += await remove_switched_off(kube, ctx, policies, login_problem)
-    conds = await component_conditions(kube, spec, objects, database, login_problem, problems)
+    conds = await component_conditions(kube, body, spec, objects, database, login_problem, problems)
     if database.problem:
         await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, database.problem)
     return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
@@ -351,26 +344,33 @@ async def remove_switched_off(
 
 async def component_conditions(
     kube: Kube,
+    body: dict[str, Any],
     spec: SlurmClusterSpec,
     objects: list[dict[str, Any]],
     database: Database,
     login_problem: str,
     problems: list[tuple[str, str]],
 ) -> list[dict[str, Any]]:
-    """Ready, one <Component>Ready per component (from its workloads' readyReplicas), and a
+    """Ready, one <Component>Ready per component (from its workloads, naming each Pod that is
+    not ready and why; a stuck Pod of an older revision is replaced: ``rollout``), and a
     Degraded condition per refused write."""
     components = [("Controller", objects_of(objects, "controller"))]
     if spec.accounting.enabled:
-        components.append(("Accounting", objects_of(objects, "accounting")))
+        # The in-cluster database (MariaDB's StatefulSet) first: slurmdbd waits for it.
+        accounting = objects_of(objects, "database") + objects_of(objects, "accounting")
+        components.append(("Accounting", accounting))
     if spec.rest.enabled:
         components.append(("Rest", objects_of(objects, "rest")))
     if spec.login.enabled:
         components.append(("Login", objects_of(objects, "login")))
     conds = []
     for component, workloads in components:
-        ready = all([await workload_ready(kube, w) for w in workloads])
+        health = [await rollout.workload_health(kube, w) for w in workloads]
+        for replaced in (r for h in health for r in h.replaced):
+            await emit(kube, body, STUCK_POD_REPLACED, f"{component}: replaced {replaced}")
+        ready = all(h.ready for h in health)
         reason = reasons.COMPONENT_READY if ready else reasons.PODS_PROGRESSING
-        message = ""
+        message = "; ".join(h.message for h in health if not h.ready or ready)
         if component == "Accounting" and database.problem:
             ready, reason, message = False, reasons.DATABASE_UNAVAILABLE, database.problem
         if component == "Login" and login_problem:
@@ -380,13 +380,18 @@ async def component_conditions(
         conds.append(
             conditions.condition("Degraded", True, reasons.APPLY_FAILED, message, prefix=kind)
         )
-    all_ready = all(c["status"] == "True" for c in conds if c["type"].endswith("Ready"))
+    waiting = [c["type"].removesuffix("Ready") for c in conds if c["status"] == "False"]
+    all_ready = not any(c["type"].endswith("Ready") for c in conds if c["status"] == "False")
     conds.insert(
         0,
         conditions.condition(
             "Ready",
             all_ready and not problems,
             reasons.ALL_COMPONENTS_READY if all_ready else reasons.PODS_PROGRESSING,
+            "every component is ready"
+            + (f"; {len(problems)} write(s) refused (Degraded)" if problems else "")
+            if all_ready
+            else f"waiting for {', '.join(waiting)} (see their conditions)",
         ),
     )
     return conds

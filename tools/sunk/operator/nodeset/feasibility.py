@@ -19,6 +19,7 @@ from sunk.models.quantity import QuantityError, parse_quantity
 
 PLACING = ("NoSchedule", "NoExecute")  # the taints that keep a new Pod off a Node
 KEEPING = ("NoExecute",)  # the taints that end a running one
+INSUFFICIENT = "insufficient resources"
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def evaluate(
         )
     missing = None if running else short_of(pod_spec, node, requests)
     if missing:
-        return Verdict(False, f"insufficient resources ({missing})")
+        return Verdict(False, f"{INSUFFICIENT} ({missing})")
     if not internal_ip(node):
         return Verdict(False, "no InternalIP address")
     return Verdict(True)

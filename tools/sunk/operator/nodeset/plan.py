@@ -15,7 +15,7 @@ from typing import Any
 
 from sunk.operator import names
 from sunk.operator.common import munge_resources, pod_node
-from sunk.operator.nodeset.feasibility import evaluate, internal_ip, pod_requests
+from sunk.operator.nodeset.feasibility import evaluate, internal_ip, pod_requests, short_of
 from sunk.operator.nodeset.naming import pod_name
 from sunk.operator.nodeset.pod import (
     NODE_TOLERATIONS,
@@ -23,6 +23,7 @@ from sunk.operator.nodeset.pod import (
     build_pod,
     template_hash,
 )
+from sunk.operator.pod_health import is_ready
 from sunk.operator.shared_volumes import VolumeConfigError
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.syncer.plan import SlurmNode
@@ -40,19 +41,14 @@ class Plan:
     # Nodes another NodeSet claimed first: SUNK's one-NodeSet-per-Node rule, not an error.
     claimed_elsewhere: dict[str, str] = field(default_factory=dict)  # node → other NodeSet
     infeasible: dict[str, str] = field(default_factory=dict)  # node → reason
+    # Nodes whose Pod runs an older template the new one would not fit: the Pod stays.
+    update_blocked: dict[str, str] = field(default_factory=dict)  # node → what is short
     status: dict[str, Any] = field(default_factory=dict)
     rolling: bool = False  # some Pods run an older template
     on_delete: bool = False  # …and only a deletion replaces them
     # Volumes that do not merge into a Pod (sunk.operator.shared_volumes): no Pod is created
     # or replaced, but scale-downs and removals go on, and the running Pods are left alone.
     invalid: str | None = None
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    if pod.get("metadata", {}).get("deletionTimestamp"):
-        return False
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def budget(max_unavailable: int | str, desired: int) -> int:
@@ -204,6 +200,7 @@ def plan(
     # Rolling update: replace outdated pods, at most `maxUnavailable` out of service at once;
     # a Pod draining for its removal counts, and stays chosen until it is gone.
     kept = [p for p in pods if pod_node(p) in chosen_names]
+    nodes_by_name = {n["metadata"]["name"]: n for n in nodes}
     outdated = [
         p
         for p in kept
@@ -216,6 +213,13 @@ def plan(
         in_order = sorted(scale_down_order(outdated, slurm), key=lambda p: not _marked(p))
         for pod in in_order:
             if pod["metadata"].get("deletionTimestamp"):
+                continue
+            # Replacing it must not lose the Node: the new template has to fit there (as a
+            # new placement is judged, on the Node's allocatable resources).
+            node = nodes_by_name[pod_node(pod)]
+            short = None if _marked(pod) else short_of(check_spec, node, requests)
+            if short is not None:
+                result.update_blocked[pod_node(pod)] = short
                 continue
             if not _marked(pod) and is_ready(pod):
                 if room <= 0:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sunk.models.values import S6Service
+from sunk.models.values import Pyxis, S6Service
 from sunk.operator import names, s6, shared_volumes
 from sunk.operator.common import (
     MUNGE_SOCKET,
@@ -19,6 +19,7 @@ from sunk.operator.common import (
 from sunk.operator.directory import DirectoryPod, attach
 from sunk.operator.hashing import stable_hash
 from sunk.slurmconf.inputs import NodeSetInput
+from sunk.slurmconf.plugstack import runtime_path
 from sunk.slurmconf.registration import registration
 from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 
@@ -26,7 +27,9 @@ from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 # read-only cgroup mounts writable (the entrypoint) and write the v1 devices controller
 # (ConstrainDevices) (SYS_ADMIN); own and reach job files and spool directories (CHOWN,
 # DAC_OVERRIDE, FOWNER); start job steps as their users (SETUID, SETGID); signal them (KILL);
-# set their CPU affinity and priority (SYS_NICE). No host device, /proc and /sys stay masked
+# set their CPU affinity and priority (SYS_NICE); enter `--container-image` containers (mount
+# namespaces: SYS_ADMIN; chroot, as the default seccomp profile refuses pivot_root:
+# SYS_CHROOT). No host device, /proc and /sys stay masked
 # and read-only. Privilege escalation stays allowed: jobs may run setuid programs (sudo,
 # Apptainer's starter). A group's `securityContext` replaces it ({privileged: true}: as in
 # SUNK, and then the runtime applies no seccomp profile either).
@@ -36,10 +39,19 @@ SLURMD_SECURITY_CONTEXT = {
         "drop": ["ALL"],
         "add": [
             "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "SYS_ADMIN",
-            "SYS_NICE",
+            "SYS_CHROOT", "SYS_NICE",
         ],
     },
 }  # fmt: skip
+# What every slurmd Pod gets unless its template (or the cluster's shared volumes) mounts
+# something at the same path (sunk.operator.shared_volumes: the weakest layer): /dev/shm in
+# memory (`compute.sharedMemory`), and with the container plugin its runtime directory
+# (images and container root filesystems) and the registry credentials.
+SHM_VOLUME = "shm"
+SHM_PATH = "/dev/shm"
+CONTAINERS_VOLUME = "containers"
+CREDENTIALS_VOLUME = "container-credentials"
+CREDENTIALS_DIR = "/etc/sunk/containers/credentials"  # the plugin reads <dir>/credentials
 # Keep slurmd pods where they are through node trouble, as a DaemonSet would.
 NODE_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -58,7 +70,7 @@ class PodContext:
     reserved_memory: str | int | float
     munge_secret: str
     controller_image: str
-    config_map: str = ""  # holds the prolog/epilog dispatchers (prolog.sh, epilog.sh)
+    config_map: str = ""  # holds the dispatchers (prolog.sh, epilog.sh)
     prolog_config_map: str | None = None
     epilog_config_map: str | None = None
     locking: bool = False  # jobs lock their Node: the Pod carries the hook's token and URL
@@ -74,6 +86,8 @@ class PodContext:
     directory: DirectoryPod | None = None  # `directoryService`: the sssd sidecar
     compute_s6: Mapping[str, S6Service] = field(default_factory=dict)  # `compute.s6`
     service_account: str = ""  # the cluster's slurmd ServiceAccount (a template's own wins)
+    pyxis: Pyxis | None = None  # `compute.pyxis` when enabled: the container plugin
+    shared_memory: str | int | float | None = None  # `compute.sharedMemory`: /dev/shm's size
 
     @property
     def hooked(self) -> bool:
@@ -99,8 +113,11 @@ def effective_template(nodeset: NodeSetInput, ctx: PodContext | None = None) -> 
     owner = f"NodeSet {nodeset.name}"
     cluster = f"SlurmCluster {ctx.cluster_name or ctx.cluster}" if ctx else ""
     layers = []
+    defaults: list[dict[str, Any]] = []
     if ctx is not None:
+        defaults, default_mounts = _default_volumes(ctx)
         layers = [
+            shared_volumes.defaults_layer(defaults, default_mounts, cluster),
             shared_volumes.global_layer(ctx.global_volumes, ctx.global_mounts, ("spec",), cluster),
             shared_volumes.compute_mounts_layer(ctx.compute_mounts, ("spec",), cluster),
         ]
@@ -116,6 +133,7 @@ def effective_template(nodeset: NodeSetInput, ctx: PodContext | None = None) -> 
     merged = shared_volumes.merge(layers, shared_volumes.SLURMD, f"the slurmd Pods of {owner}")
     if merged.problems:
         raise shared_volumes.VolumeConfigError(merged.problems)
+    shared_volumes.drop_unmounted(merged, defaults)
     # (empty merged lists mean the template had no entries either: nothing to write back)
     if merged.volumes:
         spec["volumes"] = merged.volumes
@@ -145,7 +163,60 @@ def template_hash(nodeset: NodeSetInput, ctx: PodContext | None = None) -> str:
             spec["directory"] = ctx.directory.hash_input()
         if ctx.compute_s6:  # the NodeSet's own services are in its spec already
             spec["clusterS6"] = s6.hash_input(ctx.compute_s6)
+        security = _pyxis_security(ctx)
+        if security:
+            spec["pyxisSecurity"] = security
     return stable_hash(spec, 10)
+
+
+def _default_volumes(ctx: PodContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The operator's defaults for the slurmd Pod (see SHM_VOLUME): volumes and mounts."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if ctx.shared_memory not in (None, ""):
+        size = str(ctx.shared_memory)
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}})
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    pyxis = ctx.pyxis
+    if pyxis is not None:
+        empty: dict[str, Any] = {}
+        if pyxis.cacheVolumeSizeLimit not in (None, ""):
+            empty["sizeLimit"] = str(pyxis.cacheVolumeSizeLimit)
+        volumes.append({"name": CONTAINERS_VOLUME, "emptyDir": empty})
+        mounts.append({"name": CONTAINERS_VOLUME, "mountPath": runtime_path(pyxis)})
+        if pyxis.credentialsSecret:
+            # root only: the plugin reads it before it drops to the job's user
+            secret = {"secretName": pyxis.credentialsSecret, "defaultMode": 0o400}
+            volumes.append({"name": CREDENTIALS_VOLUME, "secret": secret})
+            mounts.append(
+                {"name": CREDENTIALS_VOLUME, "mountPath": CREDENTIALS_DIR, "readOnly": True}
+            )
+    return volumes, mounts
+
+
+def apparmor_profile(text: str) -> dict[str, str] | None:
+    """`compute.pyxis.appArmorProfile` as a securityContext.appArmorProfile: `RuntimeDefault`,
+    `Unconfined`, or a profile loaded on the Node (SUNK's `localhost/<name>` or `<name>`)."""
+    if not text:
+        return None
+    if text in ("RuntimeDefault", "runtime/default"):
+        return {"type": "RuntimeDefault"}
+    if text in ("Unconfined", "unconfined"):
+        return {"type": "Unconfined"}
+    return {"type": "Localhost", "localhostProfile": text.removeprefix("localhost/")}
+
+
+def _pyxis_security(ctx: PodContext) -> dict[str, Any]:
+    """What `compute.pyxis` puts into the slurmd Pod's security contexts."""
+    if ctx.pyxis is None:
+        return {}
+    out: dict[str, Any] = {}
+    profile = apparmor_profile(ctx.pyxis.appArmorProfile)
+    if profile is not None:
+        out["appArmorProfile"] = profile
+    if ctx.pyxis.podSecurityContext:
+        out["podSecurityContext"] = ctx.pyxis.podSecurityContext
+    return out
 
 
 def s6_services(nodeset: NodeSetInput, ctx: PodContext) -> dict[str, S6Service]:
@@ -199,6 +270,7 @@ def build_pod(
         {"name": "SUNK_SLURMD_CONF", "value": conf},
         {"name": "SUNK_MUNGED", "value": "external"},  # the munge sidecar runs it
     ]
+    security = _pyxis_security(ctx)
     containers = spec.get("containers") or [{"name": "slurmd"}]
     for container in containers:
         if container.get("name") != "slurmd":
@@ -206,12 +278,19 @@ def build_pod(
         container["args"] = ["slurmd"]
         container["env"] = [*env, *(container.get("env") or [])]
         container.setdefault("securityContext", copy.deepcopy(SLURMD_SECURITY_CONTEXT))
+        if "appArmorProfile" in security:  # a group's own profile wins
+            container["securityContext"].setdefault(
+                "appArmorProfile", copy.deepcopy(security["appArmorProfile"])
+            )
         container["volumeMounts"] = [
             *(container.get("volumeMounts") or []),
             {"name": "munge-socket", "mountPath": MUNGE_SOCKET},
         ]
         container["volumeMounts"] += _script_mounts(ctx)
     spec["containers"] = [*containers, munge_sidecar(ctx.controller_image, ctx.munge_resources)]
+    # a group's own podSecurityContext, else compute.pyxis.podSecurityContext, else ours
+    if "podSecurityContext" in security:
+        spec.setdefault("securityContext", copy.deepcopy(security["podSecurityContext"]))
     spec.setdefault("securityContext", copy.deepcopy(POD_SECURITY_CONTEXT))
     spec["volumes"] = [
         *(spec.get("volumes") or []),

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
+from sunk.models.conditions import Reason
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.models.k8s import image_ref
 from sunk.operator import conditions, directory, names, s6
@@ -22,6 +23,7 @@ from sunk.operator.common import owner_reference, service_account
 from sunk.operator.events import emit, emit_on_change
 from sunk.operator.nodeset import removal
 from sunk.operator.nodeset.claims import bounded, label_nodes, release_node
+from sunk.operator.nodeset.feasibility import INSUFFICIENT
 from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext, s6_services
 from sunk.slurmconf import Endpoints, NodeSetInput
@@ -141,6 +143,8 @@ def pod_context(
         directory=directory.for_cluster(cluster),
         compute_s6=cluster.compute.s6,
         service_account=names.service_account(cluster.clusterName, "slurmd"),
+        pyxis=cluster.compute.pyxis if cluster.compute.pyxis.enabled else None,
+        shared_memory=cluster.compute.sharedMemory,
     )
 
 
@@ -171,32 +175,33 @@ async def reconcile_nodeset(
     except ValidationError as exc:
         if deleting:  # nothing can be planned from it: let it go
             await _set_finalizer(kube, body, False)
-        return await _write_status(
-            kube,
-            body,
-            {},
-            [conditions.condition("Ready", False, reasons.INVALID_SPEC, str(exc).splitlines()[0])],
-        )
+        message = conditions.invalid_spec_message(exc)
+        await emit_on_change(kube, body, reasons.INVALID_SPEC.name, message)
+        return await _not_ready(kube, body, reasons.INVALID_SPEC, message)
     nodeset = NodeSetInput(name, spec.model_copy(update={"replicas": 0}) if deleting else spec)
     cluster_obj = await _find_cluster(reader, ns, spec.clusterName)
     if cluster_obj is None:
         if deleting:  # no Slurm to protect any more: the Pods go with the NodeSet
             await _set_finalizer(kube, body, False)
             return body.get("status") or {}
-        return await _write_status(
+        return await _not_ready(
             kube,
             body,
-            {},
-            [
-                conditions.condition(
-                    "Ready",
-                    False,
-                    reasons.CLUSTER_NOT_FOUND,
-                    f"no SlurmCluster with clusterName {spec.clusterName!r} in {ns}",
-                )
-            ],
+            reasons.CLUSTER_NOT_FOUND,
+            f"no SlurmCluster with clusterName {spec.clusterName!r} in {ns}",
         )
-    cluster = SlurmClusterSpec.model_validate(cluster_obj["spec"])
+    try:
+        cluster = SlurmClusterSpec.model_validate(cluster_obj["spec"])
+    except ValidationError:
+        # The cluster's own status says why; its next generation wakes this NodeSet. Its Pods
+        # stay as they are: nothing can be planned without the cluster's spec.
+        return await _not_ready(
+            kube,
+            body,
+            reasons.CLUSTER_INVALID,
+            f"SlurmCluster {cluster_obj['metadata']['name']} has an invalid spec (its Ready "
+            "condition lists the problems); waiting for it to be fixed",
+        )
     # Safe removal needs a Syncer; without one, Pods are deleted at once (as the README says).
     safe = cluster.syncs()
     link = link_for(ns, cluster.clusterName) if safe else None
@@ -364,7 +369,7 @@ def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str
             ready,
             reasons.ALL_PODS_READY if ready else reasons.PODS_PROGRESSING,
             f"{status['numberReady']}/{status['desiredNumberScheduled']} ready, "
-            f"{status['numberFeasible']} feasible Nodes",
+            f"{status['numberFeasible']} feasible Nodes" + _infeasible_note(result),
         )
         if result.invalid is None
         else conditions.condition("Ready", False, reasons.CONFIG_INVALID, result.invalid)
@@ -377,7 +382,19 @@ def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str
         conds.append(conditions.condition("NodeConflict", True, reasons.NODE_CLAIMED, detail))
     else:
         conds.append(conditions.condition("NodeConflict", False, reasons.NO_CONFLICT))
-    if result.rolling:
+    if result.update_blocked:
+        blocked = "; ".join(
+            f"{node}: {short}" for node, short in sorted(result.update_blocked.items())
+        )
+        conds.append(
+            conditions.condition(
+                "RollingUpdate",
+                True,
+                reasons.UPDATE_BLOCKED,
+                f"the new template does not fit {blocked}; those Pods keep the older template",
+            )
+        )
+    elif result.rolling:
         how = (
             "delete them to replace them (updateStrategy OnDelete)"
             if result.on_delete
@@ -401,11 +418,29 @@ def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str
     return conds
 
 
+def _infeasible_note(result: Plan, shown: int = 3) -> str:
+    """Which Nodes the NodeSet selects but cannot fit on, so "1 feasible Nodes" explains
+    itself (Nodes outside its affinity or tolerations are simply not in the group)."""
+    items = sorted((n, why) for n, why in result.infeasible.items() if why.startswith(INSUFFICIENT))
+    if not items:
+        return ""
+    text = "; ".join(f"{node}: {why}" for node, why in items[:shown])
+    more = f"; {len(items) - shown} more" if len(items) > shown else ""
+    return f" (not feasible: {text}{more})"
+
+
 async def _find_cluster(reader: Reader, ns: str, cluster: str) -> dict[str, Any] | None:
     for item in await reader.clusters(ns):
         if (item.get("spec") or {}).get("clusterName") == cluster:
             return item
     return None
+
+
+async def _not_ready(kube: Kube, body: dict[str, Any], reason: Reason, message: str) -> dict:
+    """Ready=False with ``reason`` and nothing else: a pass that cannot plan."""
+    return await _write_status(
+        kube, body, {}, [conditions.condition("Ready", False, reason, message)]
+    )
 
 
 async def _write_status(

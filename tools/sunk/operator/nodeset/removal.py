@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import names
-from sunk.operator.nodeset.plan import is_ready
+from sunk.operator.pod_health import is_ready
 from sunk.syncer.plan import SlurmNode
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from sunk.validate.rules import (
     accounting,
+    containers,
     gpus_and_resources,
     images,
     login_and_directory,
@@ -34,6 +35,7 @@ FAMILIES = (
     slurm_settings,
     lua_scripts,
     s6_services,
+    containers,
     accounting,
     scheduler_and_syncer,
     login_and_directory,

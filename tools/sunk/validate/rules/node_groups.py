@@ -6,8 +6,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
+from sunk.models.quantity import QuantityError, parse_quantity
+from sunk.models.stock import STOCK_DEFINITIONS
 from sunk.validate.rules.context import NODES, RuleContext, as_list, as_map, get
 from sunk.validate.rules.registry import Hit, rule
 
@@ -324,3 +327,71 @@ def max_unavailable(ctx: RuleContext) -> Iterator[Hit]:
             f"maxUnavailable {budget} exceeds the replicas of "
             + ", ".join(f"`{n}`" for n in small),
         )
+
+
+def _quantity(value: Any) -> Decimal | None:
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError, ValueError, ArithmeticError):
+        return None
+
+
+def stock_node_shape(definition: dict[str, Any]) -> dict[str, tuple[Decimal, str]]:
+    """The Node a stock definition describes, resource → (amount, as written): its CPUs
+    (`skuCpu`), its memory and GPUs (the definition's limits, which are the whole node)."""
+    limits = as_map(get(definition, "resources", "limits"))
+    written = {
+        "cpu": definition.get("skuCpu"),
+        "memory": limits.get("memory"),
+        "nvidia.com/gpu": limits.get("nvidia.com/gpu"),
+    }
+    shape = {}
+    for resource, text in written.items():
+        amount = _quantity(text)
+        if amount is not None:
+            shape[resource] = (amount, str(text))
+    return shape
+
+
+@rule(
+    "SUNK041",
+    "requests-exceed-stock-node",
+    "warning",
+    "A group's requests exceed the Node its stock definition describes.",
+    "lower the requests below the definition's skuCpu and memory limit, or describe the "
+    "Nodes you run with a definition of your own",
+)
+def requests_exceed_stock_node(ctx: RuleContext) -> Iterator[Hit]:
+    """A group built on a stock definition (`cpu-epyc`, `h100`, ...) runs on Nodes of that
+    shape: its CPUs (`skuCpu`) and its whole memory and GPUs (the definition's limits).
+    Requests above that fit no such Node: the Pods stay Pending, and a rolling update that
+    raises them is blocked (the operator keeps the old Pods and says `UpdateBlocked`) rather
+    than lose the Nodes. The shape is read from `compute.definitions` as the values have it.
+
+    Fails:
+        compute:
+          nodes:
+            gpu:
+              definitions: [h100]
+              resources: {requests: {cpu: "200"}}
+
+    Passes:
+        compute:
+          nodes:
+            gpu: {definitions: [h100]}
+    """
+    definitions = as_map(get(ctx.values, "compute", "definitions"))
+    for name, group in ctx.groups.items():
+        requests = as_map(get(group, "resources", "requests"))
+        raw = as_map(get(ctx.values, *NODES, name))
+        for def_name in as_list(raw.get("definitions")):
+            if def_name not in STOCK_DEFINITIONS or def_name not in definitions:
+                continue
+            for resource, (have, text) in stock_node_shape(as_map(definitions[def_name])).items():
+                wanted = _quantity(requests.get(resource))
+                if wanted is not None and wanted > have:
+                    yield Hit(
+                        (*NODES, name, "resources", "requests", resource),
+                        f"group `{name}` requests {resource} {requests[resource]}, more than "
+                        f"the `{def_name}` Node has ({text})",
+                    )

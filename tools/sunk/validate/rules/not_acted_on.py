@@ -45,11 +45,11 @@ def not_acted_on_keys(ctx: RuleContext) -> Iterator[Hit]:
 
     Fails:
         compute:
-          pyxis: {enabled: true, mountHome: false}
+          pyxis: {enabled: true, enrootConfig: {ENROOT_TEMP_PATH: /enroot}}
 
     Passes:
         compute:
-          pyxis: {enabled: true, mountHome: true}
+          pyxis: {enabled: true, enrootConfig: {ENROOT_DATA_PATH: /enroot/data}}
     """
     seen: set[tuple[str, ...]] = set()
     for entry in not_acted_on.entries(ctx.chart):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 
-from sunk.slurmconf.slurm_conf import NOT_SLURM_KEYS, OWNED_KEYS
+from sunk.slurmconf.slurm_conf import FREE_TEXT, NOT_SLURM_KEYS, OWNED_KEYS, free_text_problems
 from sunk.validate.rules.context import PARTS, RuleContext, as_map, get
 from sunk.validate.rules.registry import Hit, rule
 
@@ -29,11 +29,11 @@ def slurm_conf_keys() -> dict[str, str]:
     "check the spelling against slurm.conf(5), or put free text in slurmConfig.extraConfig",
 )
 def unknown_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
-    """Every key of `slurmConfig` (but `extraConfig`, `cgroupConfig`, `jobSubmitLua` and
-    `cliFilterLua`) becomes a `Key=value` line of slurm.conf, and slurmctld does not start on a
-    key it does not know. The rule checks each against the keys of slurm.conf(5) for Slurm 24.11
-    (`rules/slurm_conf_keys.txt`), case-insensitively as Slurm reads them, and suggests the
-    closest known key.
+    """Every key of `slurmConfig` (but `extraConfig`, `cgroupConfig`, `mpiConfig`,
+    `jobSubmitLua` and `cliFilterLua`) becomes a `Key=value` line of slurm.conf, and slurmctld
+    does not start on a key it does not know. The rule checks each against the keys of
+    slurm.conf(5) for Slurm 24.11 (`rules/slurm_conf_keys.txt`), case-insensitively as Slurm
+    reads them, and suggests the closest known key.
 
     Fails:
         slurmConfig:
@@ -79,28 +79,11 @@ def owned_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
             yield Hit(("slurmConfig", key), f"`{key}` is managed by the operator")
 
 
-_FREE_TEXT = (
-    (("slurmConfig", "extraConfig"), "slurmConfig.extraConfig", frozenset()),
-    # Raw partition lines name their partition; every other owned key is an override.
-    (PARTS, "raw partition lines", frozenset({"partitionname", "nodes"})),
-)
-
-
-def owned_keys_in_text(text: str, allowed: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
-    """(line number in the text, key) of every operator-owned slurm.conf key, in any case,
-    and every `Include` directive, read as Slurm reads the lines (comments stripped)."""
-    owned = {k.lower(): k for k in OWNED_KEYS}
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        body = line.split("#", 1)[0]
-        words = body.split()
-        if words and words[0].lower() == "include":
-            found.append((number, "Include"))
-        for word in words:
-            key = word.split("=", 1)[0].strip().lower()
-            if "=" in word and key in owned and key not in allowed:
-                found.append((number, word.split("=", 1)[0]))
-    return found
+# The renderer's free text (by the CR's key path) as the values hold it: (path, name).
+_FREE_TEXT_VALUES = {
+    "slurmConfig.extraConfig": (("slurmConfig", "extraConfig"), "slurmConfig.extraConfig"),
+    "compute.rawPartitions": (PARTS, "raw partition lines"),
+}
 
 
 @rule(
@@ -130,12 +113,9 @@ def owned_key_in_free_text(ctx: RuleContext) -> Iterator[Hit]:
           extraConfig: |
             SchedulerParameters=bf_continue
     """
-    for path, label, allowed in _FREE_TEXT:
+    for where, allowed in FREE_TEXT:
+        path, label = _FREE_TEXT_VALUES[where]
         text = get(ctx.values, *path)
-        if not isinstance(text, str):
-            continue
-        for number, key in owned_keys_in_text(text, allowed):
-            if key == "Include":
-                yield Hit(path, f"{label}, line {number}: `Include` reads a file we do not render")
-            else:
-                yield Hit(path, f"{label}, line {number}: `{key}` is managed by the operator")
+        if isinstance(text, str):
+            for problem in free_text_problems(text, allowed):
+                yield Hit(path, f"{label}, {problem}")

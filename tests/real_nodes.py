@@ -1,7 +1,7 @@
-"""The ``e2e`` tier on real nodes: kubelet + containerd + runc + CNI + kube-proxy + CoreDNS
-from the toolchain (``sunk.devenv.nodes``), our images from ``make images``, both charts
-installed by the real helm. One cluster for the tier; its teardown is checked to leave
-nothing behind."""
+"""Real nodes for the ``e2e`` and ``faults`` tiers: kubelet + containerd + runc + CNI +
+kube-proxy + CoreDNS from the toolchain (``sunk.devenv.nodes``), our images from
+``make images``. One cluster for the whole session, shared by both tiers (``tests/conftest.py``
+registers the fixture); its teardown is checked to leave nothing behind."""
 
 from __future__ import annotations
 

@@ -1,0 +1,132 @@
+"""The ``faults`` tier: parts of a running cluster fail while jobs run, on the e2e tier's real
+nodes (one session cluster, ``tests/real_nodes.py``). Its own release of the slurm chart, from
+``examples/minimal-cpu.yaml`` with this machine's overlay, and slurmd Pods that Slurm counts
+two CPUs each, so a two-node job and a one-node job run side by side while a third waits."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sunk.devenv.deploy import SlurmDeployment
+from sunk.devenv.nodes import NodeCluster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "minimal-cpu.yaml"
+CLUSTER = "minimal"
+NAMESPACE = "faults-slurm"
+# After the overlay (which gives one CPU per node): two CPUs a node for Slurm, few requested.
+TWO_CPUS = """
+compute:
+  nodes:
+    cpu:
+      resources:
+        requests: {cpu: 100m, memory: 256Mi}
+        limits: {cpu: "2", memory: 2Gi}
+"""
+
+
+@pytest.fixture(scope="session")
+def faulty(real_nodes: NodeCluster, tmp_path_factory) -> Iterator[SlurmDeployment]:
+    deployment = SlurmDeployment(real_nodes, CLUSTER, namespace=NAMESPACE, release="faults")
+    shape = tmp_path_factory.mktemp("faults") / "two-cpus.yaml"
+    shape.write_text(TWO_CPUS)
+    deployment.install_operator()
+    deployment.install_slurm(EXAMPLE, after_overlay=(shape,))
+    deployment.wait_ready(nodes=len(real_nodes.nodes))
+    deployment.shape = shape  # type: ignore[attr-defined]
+    yield deployment
+    deployment.uninstall_slurm()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A two-node job and a one-node job running, a job pending behind them."""
+
+    two_nodes: str
+    one_node: str
+    pending: str
+
+    @property
+    def jobs(self) -> tuple[str, str, str]:
+        return (self.two_nodes, self.one_node, self.pending)
+
+
+def submit(slurm: SlurmDeployment, *args: str) -> str:
+    out = slurm.login("sbatch", "--parsable", "--output=/dev/null", *args)
+    match = re.match(r"(\d+)", out.strip())
+    assert match, out
+    return match.group(1)
+
+
+def job_states(slurm: SlurmDeployment, jobs: tuple[str, ...]) -> dict[str, str]:
+    out = slurm.login("squeue", "--noheader", "--format=%i %T", "--jobs", ",".join(jobs))
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def start_workload(slurm: SlurmDeployment, seconds: int) -> Workload:
+    """The jobs each scenario runs under: the two running ones sleep ``seconds``."""
+    two = submit(slurm, "-N2", "--ntasks-per-node=1", "--wrap", f"srun sleep {seconds}")
+    one = submit(slurm, "-N1", "-n1", "--wrap", f"sleep {seconds}")
+    # two CPUs on one node: none has both free while the others run
+    pending = submit(slurm, "-N1", "-n2", "--wrap", "sleep 2")
+    work = Workload(two, one, pending)
+    slurm.wait(
+        "two jobs running, one pending",
+        lambda: (
+            job_states(slurm, work.jobs) == {two: "RUNNING", one: "RUNNING", pending: "PENDING"}
+        ),
+        timeout=120,
+        interval=2,
+    )
+    return work
+
+
+def assert_no_job_lost(slurm: SlurmDeployment, work: Workload, timeout: float = 600) -> None:
+    """Every job ends COMPLETED with its record in sacct, and no Slurm node is left drained
+    with a `k8s:` reason (the Syncer's) once the cause is gone."""
+    states = slurm.wait(
+        "every job COMPLETED in sacct",
+        lambda: (s := slurm.sacct_jobs()) and all(s.get(j) == "COMPLETED" for j in work.jobs) and s,
+        timeout=timeout,
+        interval=5,
+    )
+    assert {j: states[j] for j in work.jobs} == dict.fromkeys(work.jobs, "COMPLETED")
+    drained = slurm.login("sinfo", "--noheader", "--Node", "--format=%N|%T|%E")
+    left = [line for line in drained.splitlines() if "|k8s:" in line and "drain" in line]
+    assert not left, drained
+
+
+def host_pid(pod: dict, process: str) -> int:
+    """The host pid of ``process`` in ``pod`` (kubelet's cgroupfs paths name the Pod's uid)."""
+    uid = pod["metadata"]["uid"]
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        if comm == process and any(m in cgroup for m in marks):
+            return int(pid)
+    raise AssertionError(f"no {process} process in Pod {pod['metadata']['name']}")
+
+
+def restarts(pod: dict, container: str) -> int:
+    return next(
+        c.get("restartCount", 0)
+        for c in pod["status"].get("containerStatuses") or []
+        if c["name"] == container
+    )
+
+
+def elapsed(since: float) -> float:
+    return round(time.monotonic() - since, 1)
