@@ -5,8 +5,10 @@ registers the fixture); its teardown is checked to leave nothing behind."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +38,8 @@ def real_nodes() -> Iterator[NodeCluster]:
         pytest.skip(reason)
     archives = deploy.image_archives()
     rules_before = _host_iptables()
-    cluster = NodeCluster(nodes=NODES, images=archives, progress=True)
+    # each release keeps its controller state volume (Retain): room for every tier's releases
+    cluster = NodeCluster(nodes=NODES, images=archives, progress=True, volumes=12)
     cluster.start()
     try:
         yield cluster
@@ -45,3 +48,20 @@ def real_nodes() -> Iterator[NodeCluster]:
     left = cluster.leftovers()
     assert not left, f"teardown left: {left}"
     assert _host_iptables() == rules_before, "the host's iptables rules changed"
+
+
+def host_pid(pod: dict, process: str) -> int:
+    """The host pid of ``process`` in ``pod`` (kubelet's cgroupfs paths name the Pod's uid)."""
+    uid = pod["metadata"]["uid"]
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        if comm == process and any(m in cgroup for m in marks):
+            return int(pid)
+    raise AssertionError(f"no {process} process in Pod {pod['metadata']['name']}")

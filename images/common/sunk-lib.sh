@@ -82,6 +82,27 @@ sunk_wait_tcp() {
   done
 }
 
+# Wait until one of several endpoints accepts a TCP connection: sunk_wait_tcp_any TIMEOUT
+# HOST:PORT... (hosts without colons; slurmctld's standbys with HA).
+sunk_wait_tcp_any() {
+  local timeout=$1 start now endpoint
+  shift
+  start=$(date +%s)
+  while :; do
+    for endpoint in "$@"; do
+      # shellcheck disable=SC2016 # expanded by the inner bash
+      if timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "${endpoint%:*}" "${endpoint##*:}" 2>/dev/null; then
+        return 0
+      fi
+    done
+    now=$(date +%s)
+    if [ $((now - start)) -ge "$timeout" ]; then
+      sunk_die "$(IFS=,; echo "$*") not reachable after ${timeout}s"
+    fi
+    sleep 1
+  done
+}
+
 # Split HOST[:PORT] into SUNK_HOST / SUNK_PORT (default port $2).
 sunk_split_hostport() {
   local value=$1 default_port=$2

@@ -111,10 +111,16 @@ case "${1:-slurmd}" in
   *) sunk_exec "$@" ;;
 esac
 
-[ -n "$SUNK_CONTROLLER" ] || sunk_die "SUNK_CONTROLLER (host[:port] of slurmctld) is not set"
-sunk_split_hostport "$SUNK_CONTROLLER" 6817
-controller_host=$SUNK_HOST
-controller_port=$SUNK_PORT
+[ -n "$SUNK_CONTROLLER" ] ||
+  sunk_die "SUNK_CONTROLLER (host[:port] of slurmctld, comma-separated with standbys) is not set"
+# every slurmctld, the primary first: slurmd asks each in turn for the configuration
+controllers=()
+IFS=, read -r -a listed <<<"$SUNK_CONTROLLER"
+for controller in "${listed[@]}"; do
+  sunk_split_hostport "$controller" 6817
+  controllers+=("$SUNK_HOST:$SUNK_PORT")
+done
+conf_servers=$(IFS=,; echo "${controllers[*]}")
 
 conf=$SUNK_SLURMD_CONF
 if [ -z "$conf" ]; then
@@ -128,8 +134,8 @@ cgroups_writable
 # pmix: mpi.conf's PMIxCliTmpDirBase (Slurm's PMIx plugin fails every step when it is missing);
 # the container plugin binds the spool into containers, so ranks there reach PMIx's files.
 sunk_do mkdir -p "$SUNK_RUN_DIR" "$SUNK_SPOOL_DIR" "$SUNK_SPOOL_DIR/pmix"
-sunk_log "waiting for slurmctld at $controller_host:$controller_port"
-sunk_wait_tcp "$controller_host" "$controller_port" "$SUNK_CONTROLLER_TIMEOUT"
+sunk_log "waiting for slurmctld at $conf_servers"
+sunk_wait_tcp_any "$SUNK_CONTROLLER_TIMEOUT" "${controllers[@]}"
 
 # s6 services: oneshots before slurmd. After a failed one the node still registers, drained
 # with the reason, so `sinfo -R` says why it takes no jobs; the Pod stays not ready (sunk-ready)
@@ -138,7 +144,7 @@ if ! sunk_s6_start; then
   conf="$conf State=DRAIN Reason=\"k8s: Pod ${SUNK_NODE_NAME:-$(hostname)} not ready: $SUNK_S6_FAILURE\""
 fi
 
-args=(slurmd -D -Z --conf-server "$controller_host:$controller_port" --conf "$conf")
+args=(slurmd -D -Z --conf-server "$conf_servers" --conf "$conf")
 [ -z "$SUNK_NODE_NAME" ] || args+=(-N "$SUNK_NODE_NAME")
 sunk_log "registering with --conf '$conf'"
 sunk_exec_with_services "${args[@]}" "${extra[@]}" "$@"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sunk.devenv.controlplane import KubeAPIError
 from sunk.operator.names import LABEL_CLUSTER
 from tests.cluster.operator_process import OperatorProcess
 
@@ -1166,3 +1167,88 @@ def test_network_policies_are_stored_and_go_when_switched_off(
     )
     control_plane.wait_for(lambda: stored() == {}, 60, "every policy deleted")
     kube.delete(f"{API}/namespaces/{ns}/slurmclusters/{cluster}")
+
+
+def test_ha_controllers_share_one_state_claim_and_the_api_server_refuses_a_switch(
+    operator, kube, control_plane, op_namespaces
+):
+    """controller.ha: the API server stores a StatefulSet of a primary and its standby, kept
+    on different Nodes, with one ReadWriteMany claim that both mount (kept with the cluster:
+    no owner); slurm.conf lists both controllers by their Pods' names, primary first, with the
+    short takeover; the slurmd Pods are told both. The CRD refuses HA without a shared claim,
+    and a switch of HA on a stored cluster."""
+    ns = op_namespaces[0]
+    cluster = f"ha{uuid.uuid4().hex[:4]}"
+    pool = f"h{uuid.uuid4().hex[:5]}"
+    make_nodes(control_plane, pool, 1, third=51)
+    shared = {"accessModes": ["ReadWriteMany"], "size": "1Gi"}
+    controller = {
+        "ha": {"enabled": True, "backups": 1},
+        "stateVolume": shared,
+        "podDisruptionBudget": {"enabled": True},
+    }
+    clusters = f"{API}/namespaces/{ns}/slurmclusters"
+    kube.create(clusters, cluster_body(cluster, controller=controller, **NO_SYNCER))
+    kube.create(f"{API}/namespaces/{ns}/nodesets", nodeset_body(cluster, cluster, pool))
+
+    sts = control_plane.wait_for(
+        lambda: kube.get(
+            f"/apis/apps/v1/namespaces/{ns}/statefulsets/{cluster}-controller", missing_ok=True
+        ),
+        60,
+        "controller StatefulSet",
+    )
+    assert sts["spec"]["replicas"] == 2
+    assert "volumeClaimTemplates" not in sts["spec"]
+    pod = sts["spec"]["template"]["spec"]
+    state = next(v for v in pod["volumes"] if v["name"] == "state")
+    assert state["persistentVolumeClaim"]["claimName"] == f"{cluster}-controller-state"
+    (apart,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert apart["topologyKey"] == "kubernetes.io/hostname"
+    assert apart["labelSelector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+    probe = next(c for c in pod["containers"] if c["name"] == "slurmctld")["livenessProbe"]
+    assert "at $(hostname) is UP" in probe["exec"]["command"][-1]
+
+    claim = control_plane.wait_for(
+        lambda: kube.get(
+            f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{cluster}-controller-state",
+            missing_ok=True,
+        ),
+        60,
+        "the shared state claim",
+    )
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert not claim["metadata"].get("ownerReferences")  # keepStateOnDelete
+    budget = control_plane.wait_for(
+        lambda: kube.get(
+            f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{cluster}-controller",
+            missing_ok=True,
+        ),
+        60,
+        "controller PDB",
+    )
+    assert budget["spec"]["maxUnavailable"] == 1
+
+    conf = kube.get(f"/api/v1/namespaces/{ns}/configmaps/{cluster}-slurm-config")["data"]
+    hosts = [ln for ln in conf["slurm.conf"].splitlines() if ln.startswith("SlurmctldHost=")]
+    svc = f"{cluster}-controller.{ns}.svc.cluster.local"
+    assert hosts == [
+        f"SlurmctldHost={cluster}-controller-{i}({cluster}-controller-{i}.{svc})" for i in (0, 1)
+    ]
+    assert "SlurmctldTimeout=10" in conf["slurm.conf"].splitlines()
+    (slurmd,) = control_plane.wait_for(lambda: pods_of(kube, ns, cluster), 60, "a slurmd Pod")
+    env = {e["name"]: e.get("value") for e in slurmd["spec"]["containers"][0]["env"]}
+    assert env["SUNK_CONTROLLER"] == ",".join(
+        f"{cluster}-controller-{i}.{svc}:6817" for i in (0, 1)
+    )
+
+    with pytest.raises(KubeAPIError) as caught:
+        kube.patch(f"{clusters}/{cluster}", {"spec": {"controller": {"ha": {"enabled": False}}}})
+    assert caught.value.status == 422 and "chosen when the cluster is created" in str(caught.value)
+    single = cluster_body(f"{cluster}x", controller={"ha": {"enabled": True}}, **NO_SYNCER)
+    with pytest.raises(KubeAPIError) as caught:
+        kube.create(clusters, single)
+    assert caught.value.status == 422 and "ha needs ReadWriteMany" in str(caught.value)
+
+    kube.delete(f"{API}/namespaces/{ns}/nodesets/{cluster}")
+    kube.delete(f"{clusters}/{cluster}")

@@ -13,9 +13,11 @@ components report (kubectl, sinfo, sbatch, srun, sacct, scontrol, slurmrestd).""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,6 +35,7 @@ from sunk.operator import names
 from sunk.slurmconf.sssd import NEGATIVE_TIMEOUT
 from tests.e2e import directory
 from tests.e2e.directory import Directory, SshClient
+from tests.real_nodes import host_pid
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "minimal-cpu.yaml"
@@ -1170,10 +1173,21 @@ def _pod(slurm: SlurmDeployment, name: str) -> dict | None:
     )
 
 
-def _restart_operator(slurm: SlurmDeployment) -> None:
-    slurm.cluster.kubectl(
-        "delete", "pod", "-n", "sunk", "-l", "app.kubernetes.io/component=operator", "--wait=true"
-    )
+def _kill_operator(slurm: SlurmDeployment) -> None:
+    """SIGKILL the operator's leader (a crash: no lease released, no handler finished): the
+    standby replica or the restarted container takes up where it stood."""
+    client = slurm.cluster.client
+    lease = client.get("/apis/coordination.k8s.io/v1/namespaces/sunk/leases/sunk-operator")
+    pod = client.get(f"/api/v1/namespaces/sunk/pods/{lease['spec']['holderIdentity']}")
+    before = pod["status"]["containerStatuses"][0].get("restartCount", 0)
+    os.kill(host_pid(pod, "sunk-operator"), signal.SIGKILL)
+
+    def restarted_and_ready() -> bool:
+        now = slurm.cluster.client.get(f"/api/v1/namespaces/sunk/pods/{pod['metadata']['name']}")
+        (status,) = now["status"]["containerStatuses"]
+        return status.get("restartCount", 0) > before and status.get("ready", False)
+
+    slurm.wait("the operator restarted after SIGKILL", restarted_and_ready, 180, 1)
 
 
 def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job_ends(
@@ -1181,7 +1195,7 @@ def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job
 ):
     """The job-safety test. A long job on one node of two; scale to one: the idle node goes
     (Pod and Slurm record). Scale to zero: the busy node drains with a k8s: reason while the
-    job runs (the operator is restarted meanwhile and the drain survives), then the Pod goes,
+    job runs (the operator is SIGKILLed meanwhile and the drain survives), then the Pod goes,
     then its Slurm record; sacct says COMPLETED."""
     pods = sorted(p["metadata"]["name"] for p in slurm.running_pods("compute"))
     busy, idle = pods
@@ -1195,7 +1209,7 @@ def test_scale_down_removes_the_idle_node_then_drains_the_busy_one_until_its_job
     _scale(slurm, 0)
     reason = f"k8s: Pod {busy} is being removed: scaled down"
     slurm.wait(f"{busy} drained", lambda: slurm.slurm_node(busy)[1] == reason, 120, 1)
-    _restart_operator(slurm)  # a Syncer restart in the middle of the drain
+    _kill_operator(slurm)  # the operator (and its Syncer) killed in the middle of the drain
     time.sleep(10)
     assert _job_state(slurm, job) == "RUNNING"
     pod = _pod(slurm, busy)
@@ -1241,9 +1255,11 @@ def test_rolling_update_never_replaces_a_node_under_a_running_job(slurm: SlurmDe
     slurm.wait(
         f"{busy} drained for the update", lambda: slurm.slurm_node(busy)[1] == reason, 180, 1
     )
+    _kill_operator(slurm)  # in the middle of the update: the new operator goes on with it
     time.sleep(10)  # drained, still running: not deleted
     assert _job_state(slurm, job) == "RUNNING"
     assert not replaced(busy) and _pod(slurm, busy)["metadata"]["uid"] == before[busy]
+    assert slurm.slurm_node(busy)[1] == reason, "the drain was lost over the operator's crash"
     _release(slurm, busy)
     slurm.wait(f"{busy} replaced after its job", lambda: replaced(busy), 300, 1)
     states = slurm.wait(f"job {job} in sacct", lambda: (s := slurm.sacct_jobs()).get(job) and s)

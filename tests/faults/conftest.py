@@ -5,8 +5,8 @@ two CPUs each, so a two-node job and a one-node job run side by side while a thi
 
 from __future__ import annotations
 
-import os
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ import pytest
 
 from sunk.devenv.deploy import SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
+from tests.real_nodes import host_pid
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "minimal-cpu.yaml"
@@ -32,7 +33,9 @@ compute:
 """
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: the release goes once its scenarios are done, so the HA release
+# (test_faults_ha.py) has the two nodes to itself.
+@pytest.fixture(scope="module")
 def faulty(real_nodes: NodeCluster, tmp_path_factory) -> Iterator[SlurmDeployment]:
     deployment = SlurmDeployment(real_nodes, CLUSTER, namespace=NAMESPACE, release="faults")
     shape = tmp_path_factory.mktemp("faults") / "two-cpus.yaml"
@@ -103,21 +106,18 @@ def assert_no_job_lost(slurm: SlurmDeployment, work: Workload, timeout: float = 
     assert not left, drained
 
 
-def host_pid(pod: dict, process: str) -> int:
-    """The host pid of ``process`` in ``pod`` (kubelet's cgroupfs paths name the Pod's uid)."""
-    uid = pod["metadata"]["uid"]
-    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
-        except OSError:
-            continue
-        if comm == process and any(m in cgroup for m in marks):
-            return int(pid)
-    raise AssertionError(f"no {process} process in Pod {pod['metadata']['name']}")
+def in_pod(pod: dict, process: str, *command: str, timeout: float = 120) -> tuple[int, str]:
+    """(exit status, stdout and stderr) of ``command`` run in the namespaces of ``process`` in
+    ``pod``, straight from the host: this works while the Pod's kubelet is down, where
+    `kubectl exec` (through the kubelet) does not."""
+    argv = ["nsenter", "-t", str(host_pid(pod, process)), "-m", "-u", "-i", "-n", "-p", "--"]
+    try:
+        proc = subprocess.run(
+            [*argv, *command], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout} s"
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def restarts(pod: dict, container: str) -> int:
@@ -126,6 +126,15 @@ def restarts(pod: dict, container: str) -> int:
         for c in pod["status"].get("containerStatuses") or []
         if c["name"] == container
     )
+
+
+# Longer than slurmctld takes to write its state after a change: its save thread batches
+# requests and writes at most 5 s after one (SAVE_MAX_WAIT, src/slurmctld/state_save.c).
+STATE_SAVED = 15
+
+
+def report(scenario: str, seconds: float) -> None:
+    print(f"FAULT {scenario}: recovered in {seconds} s")
 
 
 def elapsed(since: float) -> float:

@@ -21,22 +21,16 @@ from sunk.operator import names
 from tests.faults.conftest import (
     CLUSTER,
     EXAMPLE,
+    STATE_SAVED,
     Workload,
     assert_no_job_lost,
     elapsed,
     host_pid,
     job_states,
+    report,
     restarts,
     start_workload,
 )
-
-# Longer than slurmctld takes to write its state after a change: its save thread batches
-# requests and writes at most 5 s after one (SAVE_MAX_WAIT, src/slurmctld/state_save.c).
-STATE_SAVED = 15
-
-
-def _report(scenario: str, seconds: float) -> None:
-    print(f"FAULT {scenario}: recovered in {seconds} s")
 
 
 def _controller_pod(slurm: SlurmDeployment) -> dict:
@@ -103,7 +97,7 @@ def test_fault_slurmctld_killed(faulty: SlurmDeployment):
         timeout=180,
         interval=3,
     )
-    _report("slurmctld SIGKILL", elapsed(started))
+    report("slurmctld SIGKILL", elapsed(started))
     assert_no_job_lost(faulty, work)
 
 
@@ -126,7 +120,7 @@ def test_fault_slurmctld_hung(faulty: SlurmDeployment):
     # the probe's bound (4 × 15 s, 12 s timeout) plus the termination grace period (30 s)
     assert detected < 60 + 12 + 30 + 30, detected
     faulty.wait("slurmctld answering", lambda: "UP" in faulty.login("scontrol", "ping"), 180)
-    _report("slurmctld SIGSTOP (restarted by its liveness probe)", elapsed(started))
+    report("slurmctld SIGSTOP (restarted by its liveness probe)", elapsed(started))
     assert_no_job_lost(faulty, work)
 
 
@@ -151,7 +145,7 @@ def test_fault_slurmrestd_hung_fails_closed(faulty: SlurmDeployment):
             time.sleep(10)
     finally:
         os.kill(pid, signal.SIGCONT)
-    _report("slurmrestd SIGSTOP for 120 s", elapsed(started))
+    report("slurmrestd SIGSTOP for 120 s", elapsed(started))
     assert_no_job_lost(faulty, work)
 
 
@@ -177,7 +171,7 @@ def test_fault_mariadb_stopped_while_jobs_finish(faulty: SlurmDeployment):
     finally:
         os.kill(pid, signal.SIGCONT)
     assert_no_job_lost(faulty, work, timeout=300)
-    _report("MariaDB SIGSTOP for 120 s (records in sacct after)", elapsed(started))
+    report("MariaDB SIGSTOP for 120 s (records in sacct after)", elapsed(started))
 
 
 def test_fault_kube_apiserver_restarted(faulty: SlurmDeployment):
@@ -197,10 +191,35 @@ def test_fault_kube_apiserver_restarted(faulty: SlurmDeployment):
         lambda: (faulty.cluster.client.get(operator).get("status") or {}).get("readyReplicas"),
         timeout=300,
     )
-    _report("kube-apiserver down for 30 s (API and operator answering)", elapsed(started))
+    report("kube-apiserver down for 30 s (API and operator answering)", elapsed(started))
     pods = faulty.pods("compute")
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods} == pods_before
     assert all(names.ANN_REMOVAL not in (p["metadata"].get("annotations") or {}) for p in pods)
+    assert_no_job_lost(faulty, work)
+
+
+def test_fault_controller_node_cut_off_for_30s(faulty: SlurmDeployment):
+    """The Node hosting slurmctld cut off from the other Node and the control plane for 30 s,
+    by a firewall rule inside its network namespace, while the two-node job's step spans both.
+    Slurm: messages between slurmctld and the other node's slurmd fail and are retried; 30 s
+    is far below SlurmdTimeout (300 s), so no node is set DOWN and no job is killed.
+    Kubernetes: the kubelet's Node lease is late, within the grace period. Once the rule goes,
+    everything answers again; every job completes and no node is left drained."""
+    work = start_workload(faulty, 120)
+    node = _controller_pod(faulty)["spec"]["nodeName"]
+    started = time.monotonic()
+    faulty.cluster.cut_off(node)
+    try:
+        time.sleep(30)
+    finally:
+        faulty.cluster.cut_off(node, on=False)
+    faulty.wait(
+        "slurmctld answering the login Pod",
+        lambda: "UP" in faulty.login("scontrol", "ping", timeout=60),
+        timeout=180,
+        interval=3,
+    )
+    report("the controller's Node cut off for 30 s (slurmctld answering)", elapsed(started))
     assert_no_job_lost(faulty, work)
 
 
@@ -233,7 +252,7 @@ def test_fault_bad_mariadb_image_heals_once_fixed(faulty: SlurmDeployment):
         lambda: _cluster_condition(faulty, "AccountingReady").get("status") == "True",
         timeout=420,
     )
-    _report("MariaDB image that cannot be pulled, then fixed", elapsed(started))
+    report("MariaDB image that cannot be pulled, then fixed", elapsed(started))
     events = faulty.cluster.kubectl(
         "get", "events", "-n", faulty.namespace, "-o", "json",
         "--field-selector", "reason=StuckPodReplaced",

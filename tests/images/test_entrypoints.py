@@ -209,6 +209,18 @@ def test_slurmd_times_out_when_the_controller_is_unreachable(entrypoint):
     assert f"127.0.0.1:{port} not reachable after 2s" in res.stderr
 
 
+def test_slurmd_waits_for_any_controller_and_lists_every_one(entrypoint, tcp_listener):
+    """HA: SUNK_CONTROLLER names the primary and its standbys; one answering is enough (the
+    primary may be the one that is down), and slurmd gets all of them, in order."""
+    down = closed_port()
+    env = slurmd_env(tcp_listener, SUNK_SLURMD_CONF="CPUs=1")
+    env["SUNK_CONTROLLER"] = f"127.0.0.1:{down},127.0.0.1:{tcp_listener}"
+    res = entrypoint("slurmd", env=env)
+    assert res.rc == 0, res.stderr
+    servers = res.exec_argv[res.exec_argv.index("--conf-server") + 1]
+    assert servers == f"127.0.0.1:{down},127.0.0.1:{tcp_listener}"
+
+
 def test_slurmd_needs_the_controller_address(entrypoint):
     res = entrypoint("slurmd", env={"SUNK_SLURMD_CONF": "CPUs=1"})
     assert res.rc == 1

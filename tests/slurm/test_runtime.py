@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from sunk.devenv.slurm_runtime import SlurmRuntime, SlurmRuntimeError
-from sunk.operator.cluster.controller import SLURMCTLD_ANSWERS
+from sunk.models.crds import SlurmClusterSpec
+from sunk.operator.cluster.controller import slurmctld_answers
 
 DATA = Path(__file__).resolve().parent / "data"
 NODES = ("cpu-0", "cpu-1", "gpu-0")  # the slurm_cluster fixture's nodes
@@ -197,7 +198,8 @@ def test_hung_slurmctld_fails_the_liveness_probe_the_operator_renders(
     slurmctld container: it passes while slurmctld answers and fails once it is stopped
     (SIGSTOP, as a deadlock: the port still accepts), within the probe's own timeout, so
     kubelet restarts a hung controller instead of keeping it Ready."""
-    command = SLURMCTLD_ANSWERS["exec"]["command"]
+    answers = slurmctld_answers(SlurmClusterSpec(clusterName="c"))  # one controller, defaults
+    command = answers["exec"]["command"]
     assert slurm_cluster.run(*command, timeout=30).returncode == 0
     slurm_cluster.signal_controller(signal.SIGSTOP)
     try:
@@ -207,5 +209,5 @@ def test_hung_slurmctld_fails_the_liveness_probe_the_operator_renders(
     finally:
         slurm_cluster.signal_controller(signal.SIGCONT)
     assert hung.returncode != 0
-    assert took < SLURMCTLD_ANSWERS["timeoutSeconds"], took
+    assert took < answers["timeoutSeconds"], took
     assert slurm_cluster.run(*command, timeout=30).returncode == 0

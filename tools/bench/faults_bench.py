@@ -6,7 +6,9 @@ Runs ``tests/faults`` (real nodes, the e2e tier's cluster; needs root and ``make
 prints each scenario's recovery time as the tests measured it (the ``FAULT <scenario>:
 recovered in <s> s`` lines they print), then whether every scenario passed. A scenario's time
 runs from the fault (a signal, a chart upgrade that fixes a value) until what it broke answers
-again; the tests then also wait for every job to complete.
+again; the tests then also wait for every job to complete. The HA scenarios
+(``test_faults_ha.py``) report the takeover as users feel it: from losing the primary slurmctld
+until `srun` starts a job step through the standby.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from sunk.syncer.plan import SlurmNode
 CTX = PodContext(
     namespace="ns",
     cluster="c",
-    controller_addr="c-controller.ns.svc",
+    conf_servers="c-controller.ns.svc:6817",
     reserved_memory="1Gi",
     munge_secret="c-munge",
     controller_image="ctl:1",

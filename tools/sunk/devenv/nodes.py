@@ -133,6 +133,10 @@ def in_netns(netns: str, argv: Sequence[str]) -> list[str]:
     return ["nsenter", f"--net=/var/run/netns/{netns}", "--", *argv]
 
 
+# The comment on the rules of NodeCluster.cut_off.
+CUT_OFF = "sunk-devenv: node cut off"
+
+
 @dataclass
 class _Proc:
     name: str
@@ -663,6 +667,41 @@ class NodeCluster:
         for node in self.nodes:
             self._check_alive(node)
 
+    # --- faults -------------------------------------------------------------------------------
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise NodeClusterError(f"no node {name}")
+
+    def stop_kubelet(self, name: str) -> None:
+        """Stop a node's kubelet, as when it dies: the node's containers keep running, and the
+        Node goes NotReady once the controller-manager's grace period passes."""
+        node = self.node(name)
+        for proc in [p for p in node.procs if p.name == "kubelet"]:
+            proc.popen.terminate()
+            proc.popen.wait(timeout=60)
+            node.procs.remove(proc)
+
+    def cut_off(self, name: str, *, on: bool = True) -> None:
+        """Drop every packet that enters the node from the others, and every one it sends
+        itself (``on=False``: take the rules out again). In the raw table, which kube-proxy and
+        kube-router leave alone and which sees packets first: no reply comes back to the node
+        or its Pods, and nothing reaches them, so no connection works either way."""
+        node = self.node(name)
+        action = "-I" if on else "-D"
+        for chain, flag in (("PREROUTING", "-i"), ("OUTPUT", "-o")):
+            rule = [chain, flag, "eth0", "-m", "comment", "--comment", CUT_OFF, "-j", "DROP"]
+            _run(in_netns(node.netns, ["iptables", "-w", "-t", "raw", action, *rule]))
+
+    def start_kubelet(self, name: str) -> None:
+        """Start a stopped kubelet again (it finds its running containers)."""
+        node = self.node(name)
+        if any(p.name == "kubelet" for p in node.procs):
+            raise NodeClusterError(f"{name}: kubelet is running")
+        self._start_kubelet(node)
+
     def _static_volumes(self) -> None:
         """hostPath PersistentVolumes without a class: a claim without a StorageClass binds to
         one (the nodes share this machine's disk, so any node can mount any of them)."""
@@ -675,7 +714,9 @@ class NodeCluster:
                 "metadata": {"name": f"sunk-devenv-pv-{i}", "labels": {"sunk.devenv/pv": "true"}},
                 "spec": {
                     "capacity": {"storage": "50Gi"},
-                    "accessModes": ["ReadWriteOnce"],
+                    # one directory of this machine: every node mounts it at once, so a
+                    # claim for a shared volume (controller.ha's state) binds one too
+                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
                     "persistentVolumeReclaimPolicy": "Retain",
                     "storageClassName": "",
                     "hostPath": {"path": str(path), "type": "Directory"},

@@ -172,18 +172,73 @@ class PodDisruptionBudget(Strict):
 class ControllerDisruptionBudget(Strict):
     enabled: bool = Field(
         default=False,
-        description="A PodDisruptionBudget (maxUnavailable 0) on slurmctld's single Pod: "
-        "`kubectl drain` of its Node then waits until an admin moves slurmctld "
+        description="A PodDisruptionBudget on slurmctld's Pods. One controller (maxUnavailable "
+        "0): `kubectl drain` of its Node then waits until an admin moves slurmctld "
         "(`kubectl delete pod <cluster>-controller-0`; a delete is not an eviction) or turns "
-        "this off. Off: a drain restarts slurmctld on another Node (its state is on its PVC; "
-        "running jobs go on). A Pod that is not Ready can always be evicted.",
+        "this off. With `ha` (maxUnavailable 1): a drain takes one controller at a time. Off: a "
+        "drain restarts slurmctld on another Node (its state is on its PVC; running jobs go "
+        "on). A Pod that is not Ready can always be evicted.",
     )
+
+
+ACCESS_MODES = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
+
+
+class StateVolume(PersistentStorage):
+    accessModes: list[ACCESS_MODES] = Field(
+        default_factory=lambda: ["ReadWriteOnce"],
+        min_length=1,
+        max_length=3,
+        description="Access modes of the claim. `ha` needs `ReadWriteMany` (every controller "
+        "mounts the one StateSaveLocation), from a StorageClass that offers it (NFS, CephFS, "
+        "a cloud file store).",
+    )
+
+
+class ControllerHA(Strict):
+    enabled: bool = Field(
+        default=False,
+        description="A primary slurmctld and `backups` standbys (`SlurmctldHost` lines, "
+        "primary first) on one shared StateSaveLocation, on different Nodes; a standby takes "
+        "over after `SlurmctldTimeout` (10 s unless slurmConfig sets it). Chosen when the "
+        "cluster is created: the state moves to a shared claim, so the API server refuses a "
+        "change.",
+    )
+    backups: int = Field(default=1, ge=1, le=3, description="Standby controllers, 1 to 3.")
+
+
+HA_NEEDS_RWX = (
+    "stateVolume.accessModes: ha needs ReadWriteMany (every controller mounts the one "
+    "StateSaveLocation)"
+)
+HA_FIXED = (
+    "ha.enabled: chosen when the cluster is created (the state would stay on the old claim); "
+    "create a new cluster to change it"
+)
+
+
+# The CRD says what `Controller._shared_state` says, and refuses to switch HA on or off later
+# (the StatefulSet's claims are immutable, and the state would stay behind on the old one).
+_HA_ON = "has(self.ha) && has(self.ha.enabled) && self.ha.enabled"
+CONTROLLER_RULES = [
+    {
+        "rule": f"!({_HA_ON}) || (has(self.stateVolume) && has(self.stateVolume.accessModes) "
+        "&& self.stateVolume.accessModes.exists(m, m == 'ReadWriteMany'))",
+        "message": HA_NEEDS_RWX,
+    },
+    {
+        "rule": f"({_HA_ON}) == ({_HA_ON.replace('self.', 'oldSelf.')})",
+        "message": HA_FIXED,
+    },
+]
 
 
 # --------------------------------------------------------------------------- control plane
 
 
 class Controller(PodOptions):
+    model_config = ConfigDict(json_schema_extra={"x-cel": CONTROLLER_RULES})
+
     resources: Resources | None = daemon_resources("slurmctld", "100m", "256Mi")
     podDisruptionBudget: ControllerDisruptionBudget = Field(
         default_factory=ControllerDisruptionBudget, description="Voluntary disruptions."
@@ -191,9 +246,12 @@ class Controller(PodOptions):
     image: Image = Field(
         default_factory=lambda: image("controller"), description="slurmctld image."
     )
-    stateVolume: PersistentStorage = Field(
-        default_factory=lambda: PersistentStorage(size="32Gi"),
+    stateVolume: StateVolume = Field(
+        default_factory=lambda: StateVolume(size="32Gi"),
         description="PVC holding StateSaveLocation; kept when the cluster is deleted.",
+    )
+    ha: ControllerHA = Field(
+        default_factory=ControllerHA, description="slurmctld high availability (opt-in)."
     )
     keepStateOnDelete: bool = Field(
         default=True, description="Keep the state PVC when the SlurmCluster is deleted."
@@ -203,6 +261,16 @@ class Controller(PodOptions):
         description="ConfigMap of extra files for /etc/slurm. Not acted on yet: the operator "
         "does not mount it.",
     )
+
+    @model_validator(mode="after")
+    def _shared_state(self) -> Controller:
+        if self.ha.enabled and "ReadWriteMany" not in self.stateVolume.accessModes:
+            raise ValueError(HA_NEEDS_RWX)
+        return self
+
+    def controllers(self) -> int:
+        """slurmctld Pods: the primary and its standbys."""
+        return 1 + self.ha.backups if self.ha.enabled else 1
 
 
 class SecretRef(Strict):

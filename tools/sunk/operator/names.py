@@ -34,6 +34,11 @@ def controller(cluster: str) -> str:
     return f"{cluster}-controller"
 
 
+def controller_state(cluster: str) -> str:
+    """The state claim every controller mounts with `controller.ha`."""
+    return f"{cluster}-controller-state"
+
+
 def accounting(cluster: str) -> str:
     return f"{cluster}-accounting"
 

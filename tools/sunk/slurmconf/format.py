@@ -75,6 +75,17 @@ def line(pairs: Mapping[str, object], file: str, where: str = "", *, words: bool
     )
 
 
+class Repeated(tuple):
+    """A setting Slurm reads once per line, in order (`SlurmctldHost`: the primary, then each
+    backup), where a list would be one comma-joined value."""
+
+
 def key_lines(settings: Mapping[str, object], file: str, where: str = "") -> list[str]:
-    """One `Key=Value` line per setting, through the guard."""
-    return [pair(k, v, file, _where(where, k)) for k, v in settings.items() if v not in (None, "")]
+    """One `Key=Value` line per setting (per item of a ``Repeated``), through the guard."""
+    lines = []
+    for key, value in settings.items():
+        if value in (None, ""):
+            continue
+        for item in value if isinstance(value, Repeated) else (value,):
+            lines.append(pair(key, item, file, _where(where, key)))
+    return lines

@@ -33,6 +33,18 @@ class Endpoints:
     dbd_port: int = 6819
     storage_host: str = "localhost"
     storage_port: int = 3306
+    # HA: (host, address) of each standby slurmctld, in takeover order
+    backups: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def controllers(self) -> tuple[tuple[str, str], ...]:
+        """(host, address) of every slurmctld, the primary first: `SlurmctldHost` lines."""
+        return ((self.controller_host, self.controller_addr), *self.backups)
+
+    @property
+    def conf_servers(self) -> str:
+        """`--conf-server` of configless slurmd and sackd: every controller, in order."""
+        return ",".join(f"{addr}:6817" for _, addr in self.controllers)
 
     @classmethod
     def for_cluster(cls, spec: SlurmClusterSpec, namespace: str) -> Endpoints:
@@ -46,9 +58,20 @@ class Endpoints:
             storage_host, storage_port = f"moco-{name}-accounting-primary.{svc}", 3306
         else:
             storage_host, storage_port = f"{name}-mariadb.{svc}", 3306
+        controller = f"{name}-controller"
+        # HA: each controller by its own Pod's name in the headless Service (which publishes
+        # Pods that are not ready, so a starting standby resolves); one controller: the
+        # Service's name, as before.
+        hosts = [f"{controller}-{i}" for i in range(spec.controller.controllers())]
+        addrs = (
+            [f"{host}.{controller}.{svc}" for host in hosts]
+            if spec.controller.ha.enabled
+            else [f"{controller}.{svc}"]
+        )
         return cls(
-            controller_host=f"{name}-controller-0",
-            controller_addr=f"{name}-controller.{svc}",
+            controller_host=hosts[0],
+            controller_addr=addrs[0],
+            backups=tuple(zip(hosts[1:], addrs[1:], strict=True)),
             dbd_host=f"{name}-accounting",
             dbd_addr=f"{name}-accounting.{svc}",
             storage_host=storage_host,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sunk.slurmconf.format import (
     BANNER,
     LIST_KEYS,
+    Repeated,
     key_lines,
     line,
     merge_list,
@@ -59,13 +60,14 @@ FILE = "slurm.conf"
 MAX_NODE_COUNT = 2**31 - 1
 MAX_NODES_FLOOR = 1024
 DEFAULT_DEF_MEM_PER_CPU = 4096
+HA_TAKEOVER_SECONDS = 10
 
 
 def base_settings(inputs: ClusterInputs) -> dict[str, object]:
     spec, ep = inputs.cluster, inputs.endpoints
     settings: dict[str, object] = {
         "ClusterName": spec.clusterName,
-        "SlurmctldHost": f"{ep.controller_host}({ep.controller_addr})",
+        "SlurmctldHost": Repeated(f"{host}({addr})" for host, addr in ep.controllers),
         "SlurmUser": "slurm",
         "SlurmdUser": "root",
         "AuthType": "auth/munge",
@@ -95,6 +97,10 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         # srun --mpi=pmix by default (mpi.conf: sunk.slurmconf.mpi); a user's MpiDefault wins
         "MpiDefault": "pmix",
     }
+    if ep.backups:
+        # A standby takes over after this long without the primary's answer (Slurm's default
+        # 120 s would leave the cluster without a controller for two minutes); a user's wins.
+        settings["SlurmctldTimeout"] = HA_TAKEOVER_SECONDS
     if spec.jwt.enabled:
         settings["AuthAltTypes"] = "auth/jwt"
         settings["AuthAltParameters"] = f"jwt_key={JWT_KEY}"

@@ -48,6 +48,11 @@ tests/cluster/rbac_unused.yaml.
 - apiGroups: [apps]
   resources: [statefulsets, deployments]
   verbs: [get, list, watch, create, patch]
+# slurmctld's shared state claim (controller.ha), by server-side apply; never deleted (it is
+# garbage-collected with its SlurmCluster, or kept by controller.keepStateOnDelete).
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, create, patch]
 # Each component's own ServiceAccount (no token, bound to nothing), by server-side apply.
 - apiGroups: [""]
   resources: [serviceaccounts]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from sunk.models.crds import SlurmClusterSpec
 from sunk.models.k8s import image_ref
 from sunk.operator import directory, names, s6
 from sunk.operator.cluster.base import (
@@ -33,6 +34,7 @@ from sunk.operator.cluster.base import (
     volume_claim,
 )
 from sunk.operator.common import MUNGE_UID, non_root
+from sunk.slurmconf.guard import find_key
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CONTROLLER_FILES
 from sunk.slurmconf.sssd import FILE as SSSD_FILE
@@ -151,17 +153,37 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
     return out
 
 
-# Whether slurmctld answers, not whether its port accepts: the kernel completes a TCP
-# handshake for a stopped or deadlocked process, so a hung controller passed the TCP probe and
-# stayed Ready. scontrol waits for slurmctld's reply (at most 10 s here, the default
-# MessageTimeout) and prints "... is UP" only on one.
-SLURMCTLD_PING = "timeout 10 scontrol ping | grep -q ' is UP'"
-SLURMCTLD_ANSWERS = {"exec": {"command": ["/bin/sh", "-c", SLURMCTLD_PING]}, "timeoutSeconds": 12}
+# Whether this Pod's slurmctld answers, not whether its port accepts: the kernel completes a
+# TCP handshake for a stopped or deadlocked process, so a hung controller passed the TCP probe
+# and stayed Ready. `scontrol ping` pings every SlurmctldHost in turn, waits for each reply (up
+# to MessageTimeout) and prints "Slurmctld(primary) at <host> is UP" or "... is DOWN" per
+# controller; a standby answers too. Only this Pod's own line counts: with HA, a hung primary
+# must not pass on its standby's answer, and a standby must not fail because the primary hangs
+# (so the bound leaves room for every controller's timeout).
+SLURMCTLD_PING = 'timeout {seconds} scontrol ping | grep -q " at $(hostname) is UP"'
+DEFAULT_MESSAGE_TIMEOUT = 10
 # Loading a large saved state takes a while: up to 5 minutes before the first answer.
 STARTUP_BOUND = {"periodSeconds": 10, "failureThreshold": 30}
 # A hung slurmctld is restarted after 4 unanswered pings 15 s apart: within about 75 s
 # (README, "What happens when…"). Jobs keep running on their nodes meanwhile.
 LIVENESS_BOUND = {"periodSeconds": 15, "failureThreshold": 4}
+
+
+def message_timeout(spec: SlurmClusterSpec) -> int:
+    """slurmConfig's MessageTimeout (any case), else Slurm's default."""
+    user = dict(spec.slurmConfig.model_extra or {})
+    key = find_key(user, "MessageTimeout")
+    try:
+        return int(str(user[key])) if key else DEFAULT_MESSAGE_TIMEOUT
+    except ValueError:
+        return DEFAULT_MESSAGE_TIMEOUT
+
+
+def slurmctld_answers(spec: SlurmClusterSpec) -> dict[str, Any]:
+    """The exec probe of a controller Pod: its own slurmctld answered a ping."""
+    seconds = message_timeout(spec) * spec.controller.controllers() + 2
+    command = SLURMCTLD_PING.format(seconds=seconds)
+    return {"exec": {"command": ["/bin/sh", "-c", command]}, "timeoutSeconds": seconds + 2}
 
 
 def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
@@ -171,8 +193,9 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
         ctx, "slurmctld", opts, ["slurmctld"], 6817, SLURM_USER_SECURITY_CONTEXT
     )
     container["volumeMounts"].append({"name": "state", "mountPath": STATE_DIR})
-    container["startupProbe"] = {**SLURMCTLD_ANSWERS, **STARTUP_BOUND}
-    container["livenessProbe"] = {**SLURMCTLD_ANSWERS, **LIVENESS_BOUND}
+    answers = slurmctld_answers(ctx.spec)
+    container["startupProbe"] = {**answers, **STARTUP_BOUND}
+    container["livenessProbe"] = {**answers, **LIVENESS_BOUND}
     volumes = [config_volume(ctx, CONTROLLER_FILES, jwt_key=True)]
     pod = pod_spec(ctx, opts, [container, reconfigure_container(ctx)], volumes, munge_uid=MUNGE_UID)
     pod["initContainers"] = [state_owner(ctx)]
@@ -188,27 +211,55 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     pod_security(pod, SLURM_UID)
     account = pod_account(ctx, pod, "controller")
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
-    retain = "Retain" if opts.keepStateOnDelete else "Delete"
+    claim["spec"]["accessModes"] = list(opts.stateVolume.accessModes)
+    out = [account]
+    if opts.ha.enabled:
+        # one claim that every controller mounts: a standby takes over from the saved state
+        state_claim = names.controller_state(ctx.cluster)
+        pod["volumes"].append(
+            {"name": "state", "persistentVolumeClaim": {"claimName": state_claim}}
+        )
+        pod["affinity"] = apart_from_each_other(ctx, pod.get("affinity"))
+        keep = opts.keepStateOnDelete
+        claim["metadata"] = meta(ctx, state_claim, "controller", owned=not keep)
+        out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **claim})
+    spec: dict[str, Any] = {
+        "replicas": opts.controllers(),
+        "serviceName": name,
+        "selector": {"matchLabels": selector(ctx, "controller")},
+        "template": template(
+            ctx, "controller", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
+        ),
+    }
+    if not opts.ha.enabled:
+        retain = "Retain" if opts.keepStateOnDelete else "Delete"
+        spec["volumeClaimTemplates"] = [claim]
+        spec["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": retain,
+            "whenScaled": "Retain",
+        }
     statefulset = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": meta(ctx, name, "controller"),
-        "spec": {
-            "replicas": 1,
-            "serviceName": name,
-            "selector": {"matchLabels": selector(ctx, "controller")},
-            "template": template(
-                ctx, "controller", opts, pod, {names.ANN_CONFIG_HASH: ctx.rendered.config_hash}
-            ),
-            "volumeClaimTemplates": [claim],
-            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": retain, "whenScaled": "Retain"},
-        },
+        "spec": spec,
     }
-    out = [
-        account,
-        statefulset,
-        service(ctx, name, "controller", [("slurmctld", 6817)], headless=True),
-    ]
-    if opts.podDisruptionBudget.enabled:  # one replica: a drain waits for an admin
-        out.append(disruption_budget(ctx, name, "controller", 0))
+    out += [statefulset, service(ctx, name, "controller", [("slurmctld", 6817)], headless=True)]
+    if opts.podDisruptionBudget.enabled:
+        # one controller: a drain waits for an admin; with HA, one controller at a time
+        out.append(disruption_budget(ctx, name, "controller", 1 if opts.ha.enabled else 0))
     return out
+
+
+def apart_from_each_other(ctx: ClusterContext, affinity: dict[str, Any] | None) -> dict[str, Any]:
+    """``affinity`` with the controllers on different Nodes (required: a standby on the
+    primary's Node would fail with it, so it waits Pending, visibly, for a Node of its own)."""
+    affinity = copy.deepcopy(affinity) if affinity else {}
+    anti = affinity.setdefault("podAntiAffinity", {})
+    anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(
+        {
+            "labelSelector": {"matchLabels": selector(ctx, "controller")},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+    )
+    return affinity

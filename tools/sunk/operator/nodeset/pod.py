@@ -66,7 +66,7 @@ class PodContext:
 
     namespace: str
     cluster: str
-    controller_addr: str
+    conf_servers: str  # every slurmctld, `host:port,...`: SUNK_CONTROLLER
     reserved_memory: str | int | float
     munge_secret: str
     controller_image: str
@@ -266,7 +266,7 @@ def build_pod(
     env = [
         {"name": "SUNK_NODE_NAME", "value": pod_name},
         {"name": "SUNK_CLUSTER_NAME", "value": ctx.cluster},
-        {"name": "SUNK_CONTROLLER", "value": f"{ctx.controller_addr}:6817"},
+        {"name": "SUNK_CONTROLLER", "value": ctx.conf_servers},
         {"name": "SUNK_SLURMD_CONF", "value": conf},
         {"name": "SUNK_MUNGED", "value": "external"},  # the munge sidecar runs it
     ]

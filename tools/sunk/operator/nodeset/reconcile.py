@@ -122,7 +122,7 @@ def pod_context(
     return PodContext(
         namespace=ns,
         cluster=cluster.clusterName,
-        controller_addr=Endpoints.for_cluster(cluster, ns).controller_addr,
+        conf_servers=Endpoints.for_cluster(cluster, ns).conf_servers,
         reserved_memory=spec.reservedMemory
         if spec.reservedMemory is not None
         else cluster.compute.reservedMemory,
