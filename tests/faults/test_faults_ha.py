@@ -138,22 +138,26 @@ def test_fault_ha_primary_killed_on_a_node_gone_not_ready(ha: SlurmDeployment):
 
 
 def test_fault_ha_primary_hung(ha: SlurmDeployment):
-    """The primary slurmctld SIGSTOPped (hung; its port still accepts connections). Slurm: its
-    heartbeat stops, so the standby takes control after SlurmctldTimeout; clients wait out
-    their message timeout on the primary, then use the standby. The primary's liveness probe
-    (its own `scontrol ping` line, not the standby's) fails, kubelet restarts it, and it takes
-    control back. Every job completes."""
-    work = start_workload(ha, 180)
+    """The primary slurmctld SIGSTOPped (hung; its port still accepts connections). Slurm's
+    clients move to a standby only when the primary refuses or cannot be reached: a hung one
+    accepts, and they wait out their message timeout on it and fail (measured: the first run
+    of this test saw srun work again only after kubelet had restarted the primary, 129 s in).
+    So HA does not shorten a hang: the primary's liveness probe ends it, as without HA (its own
+    `scontrol ping` line, not the standby's; the standby's probe passes meanwhile, so only the
+    primary restarts). The primary comes back in control; every job completes."""
+    work = start_workload(ha, 240)
     time.sleep(STATE_SAVED)
     primary, login = _pod(ha, PRIMARY), _login_pod(ha)
     before = restarts(primary, "slurmctld")
+    standby_before = restarts(_pod(ha, STANDBY), "slurmctld")
     started = time.monotonic()
     os.kill(host_pid(primary, "slurmctld"), signal.SIGSTOP)
     took = _until_srun_runs(login, work, started)
-    report("HA: primary SIGSTOP (srun through the standby)", took)
-    assert took < TAKEOVER_BOUND, took
+    report("HA: primary SIGSTOP (srun again)", took)
+    # the liveness bound (4 x 15 s) and the grace period (30 s), with room for a busy machine
+    assert took < 60 + 30 + 90, took
     ha.wait(
-        "kubelet restarts the hung primary",
+        "kubelet restarted the hung primary",
         lambda: restarts(_pod(ha, PRIMARY), "slurmctld") > before,
         timeout=240,
     )
@@ -163,4 +167,5 @@ def test_fault_ha_primary_hung(ha: SlurmDeployment):
         timeout=300,
         interval=5,
     )
+    assert restarts(_pod(ha, STANDBY), "slurmctld") == standby_before, "the standby restarted"
     assert_no_job_lost(ha, work)
