@@ -88,6 +88,20 @@ def start_workload(slurm: SlurmDeployment, seconds: int) -> Workload:
         timeout=120,
         interval=2,
     )
+    # RUNNING is the allocation; the batch script's `srun` launches the step a moment later.
+    # A launch that meets the fault fails the job (Slurm does not retry a step launch), so
+    # each fault comes after the step runs on both nodes.
+    slurm.wait(
+        f"job {two}'s step running",
+        lambda: (
+            f"{two}.0"
+            in slurm.login(
+                "squeue", "--steps", "--noheader", "--format=%i", f"--jobs={two}"
+            ).split()
+        ),
+        timeout=60,
+        interval=1,
+    )
     return work
 
 

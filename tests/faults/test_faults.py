@@ -204,7 +204,13 @@ def test_fault_controller_node_cut_off_for_30s(faulty: SlurmDeployment):
     Slurm: messages between slurmctld and the other node's slurmd fail and are retried; 30 s
     is far below SlurmdTimeout (300 s), so no node is set DOWN and no job is killed.
     Kubernetes: the kubelet's Node lease is late, within the grace period. Once the rule goes,
-    everything answers again; every job completes and no node is left drained."""
+    everything answers again; every job completes and no node is left drained.
+
+    A step launch that meets the cut fails its job instead (Slurm does not retry it): a CI run
+    cut the Node while the two-node job's `srun` was starting, its launch failed and
+    slurmctld could not reach the other node to signal the step ("agent waited too long for
+    nodes to respond"), and the job ended FAILED. So the workload waits for the step to run
+    before any fault (``conftest.start_workload``)."""
     work = start_workload(faulty, 120)
     node = _controller_pod(faulty)["spec"]["nodeName"]
     started = time.monotonic()
