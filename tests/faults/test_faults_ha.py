@@ -82,10 +82,15 @@ def _ping(login: dict) -> str:
 
 def _until_srun_runs(login: dict, work: Workload, since: float) -> float:
     """Seconds from ``since`` until a job step starts in the running one-node job: a
-    controller in control answered (a standby refuses everything but pings)."""
-    step = ["srun", f"--jobid={work.one_node}", "--overlap", "-N1", "-n1", "true"]
+    controller in control answered (a standby refuses everything but pings).
+
+    Each try is given 15 s, then a new one starts, as a user would retry: a client that asks
+    a standby before it has taken control sleeps 30 s before asking again (Slurm's client
+    library, on ESLURM_IN_STANDBY_MODE). One try without a limit measured about 60 s in a CI
+    run, against 15 s in another run: that sleep is the likely difference, not the takeover."""
+    step = ["timeout", "15", "srun", f"--jobid={work.one_node}", "--overlap", "-N1", "-n1", "true"]
     while True:
-        status, out = in_pod(login, "sshd", *step, timeout=90)
+        status, out = in_pod(login, "sshd", *step, timeout=60)
         if status == 0:
             return elapsed(since)
         assert time.monotonic() - since < 300, f"no job step ran: {out}"
