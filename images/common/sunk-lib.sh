@@ -67,23 +67,11 @@ sunk_wait_socket() {
 
 # Wait until HOST:PORT accepts a TCP connection (bash /dev/tcp, 2 s per attempt).
 sunk_wait_tcp() {
-  local host=$1 port=$2 timeout=$3 start now
-  start=$(date +%s)
-  while :; do
-    # shellcheck disable=SC2016 # expanded by the inner bash
-    if timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$host" "$port" 2>/dev/null; then
-      return 0
-    fi
-    now=$(date +%s)
-    if [ $((now - start)) -ge "$timeout" ]; then
-      sunk_die "$host:$port not reachable after ${timeout}s"
-    fi
-    sleep 1
-  done
+  sunk_wait_tcp_any "$3" "$1:$2"
 }
 
 # Wait until one of several endpoints accepts a TCP connection: sunk_wait_tcp_any TIMEOUT
-# HOST:PORT... (hosts without colons; slurmctld's standbys with HA).
+# HOST:PORT... (the port after the last colon; several: slurmctld's standbys with HA).
 sunk_wait_tcp_any() {
   local timeout=$1 start now endpoint
   shift

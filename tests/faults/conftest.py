@@ -134,6 +134,10 @@ def in_pod(pod: dict, process: str, *command: str, timeout: float = 120) -> tupl
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def get_pod(slurm: SlurmDeployment, name: str) -> dict:
+    return slurm.cluster.client.get(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
+
+
 def restarts(pod: dict, container: str) -> int:
     return next(
         c.get("restartCount", 0)

@@ -25,6 +25,7 @@ from tests.faults.conftest import (
     Workload,
     assert_no_job_lost,
     elapsed,
+    get_pod,
     host_pid,
     job_states,
     report,
@@ -37,10 +38,6 @@ def _controller_pod(slurm: SlurmDeployment) -> dict:
     pods = slurm.running_pods("controller")
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]
-
-
-def _pod(slurm: SlurmDeployment, name: str) -> dict:
-    return slurm.cluster.client.get(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
 
 
 def _cluster_condition(slurm: SlurmDeployment, ctype: str) -> dict:
@@ -67,7 +64,7 @@ def _fault_slurmctld(
     os.kill(host_pid(pod, "slurmctld"), signum)
     return (
         work,
-        lambda: restarts(_pod(slurm, pod["metadata"]["name"]), "slurmctld") > before,
+        lambda: restarts(get_pod(slurm, pod["metadata"]["name"]), "slurmctld") > before,
         started,
     )
 

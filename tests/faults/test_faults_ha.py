@@ -25,6 +25,7 @@ from tests.faults.conftest import (
     Workload,
     assert_no_job_lost,
     elapsed,
+    get_pod,
     host_pid,
     in_pod,
     report,
@@ -66,10 +67,6 @@ def ha(real_nodes: NodeCluster, tmp_path_factory) -> Iterator[SlurmDeployment]:
     deployment.uninstall_slurm()
 
 
-def _pod(slurm: SlurmDeployment, name: str) -> dict:
-    return slurm.cluster.client.get(f"/api/v1/namespaces/{slurm.namespace}/pods/{name}")
-
-
 def _login_pod(slurm: SlurmDeployment) -> dict:
     pods = slurm.running_pods("login")
     assert pods, "no login Pod running"
@@ -107,7 +104,7 @@ def test_fault_ha_primary_killed_on_a_node_gone_not_ready(ha: SlurmDeployment):
     exec` goes through a kubelet, and this one may be the stopped one.)"""
     work = start_workload(ha, 240)
     time.sleep(STATE_SAVED)
-    primary, login = _pod(ha, PRIMARY), _login_pod(ha)
+    primary, login = get_pod(ha, PRIMARY), _login_pod(ha)
     node = primary["spec"]["nodeName"]
     ha.cluster.stop_kubelet(node)
     try:
@@ -152,9 +149,9 @@ def test_fault_ha_primary_hung(ha: SlurmDeployment):
     primary restarts). The primary comes back in control; every job completes."""
     work = start_workload(ha, 240)
     time.sleep(STATE_SAVED)
-    primary, login = _pod(ha, PRIMARY), _login_pod(ha)
+    primary, login = get_pod(ha, PRIMARY), _login_pod(ha)
     before = restarts(primary, "slurmctld")
-    standby_before = restarts(_pod(ha, STANDBY), "slurmctld")
+    standby_before = restarts(get_pod(ha, STANDBY), "slurmctld")
     started = time.monotonic()
     os.kill(host_pid(primary, "slurmctld"), signal.SIGSTOP)
     took = _until_srun_runs(login, work, started)
@@ -163,7 +160,7 @@ def test_fault_ha_primary_hung(ha: SlurmDeployment):
     assert took < 60 + 30 + 90, took
     ha.wait(
         "kubelet restarted the hung primary",
-        lambda: restarts(_pod(ha, PRIMARY), "slurmctld") > before,
+        lambda: restarts(get_pod(ha, PRIMARY), "slurmctld") > before,
         timeout=240,
     )
     ha.wait(
@@ -172,5 +169,5 @@ def test_fault_ha_primary_hung(ha: SlurmDeployment):
         timeout=300,
         interval=5,
     )
-    assert restarts(_pod(ha, STANDBY), "slurmctld") == standby_before, "the standby restarted"
+    assert restarts(get_pod(ha, STANDBY), "slurmctld") == standby_before, "the standby restarted"
     assert_no_job_lost(ha, work)

@@ -273,11 +273,12 @@ def deployment(
 def volume_claim(
     name: str, storage: PersistentStorage, claim_labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """A StatefulSet volumeClaimTemplate from a values `{storageClassName, size}` block."""
+    """A StatefulSet volumeClaimTemplate from a values `{storageClassName, size}` block, and
+    its `accessModes` where it has them (`controller.stateVolume`)."""
     claim: dict[str, Any] = {
         "metadata": {"name": name, **({"labels": claim_labels} if claim_labels else {})},
         "spec": {
-            "accessModes": ["ReadWriteOnce"],
+            "accessModes": list(getattr(storage, "accessModes", ["ReadWriteOnce"])),
             "resources": {"requests": {"storage": str(storage.size)}},
         },
     }

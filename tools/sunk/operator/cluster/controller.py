@@ -211,7 +211,6 @@ def controller(ctx: ClusterContext) -> list[dict[str, Any]]:
     pod_security(pod, SLURM_UID)
     account = pod_account(ctx, pod, "controller")
     claim = volume_claim("state", opts.stateVolume, labels(ctx, "controller"))
-    claim["spec"]["accessModes"] = list(opts.stateVolume.accessModes)
     out = [account]
     if opts.ha.enabled:
         # one claim that every controller mounts: a standby takes over from the saved state
