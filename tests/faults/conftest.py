@@ -88,21 +88,25 @@ def start_workload(slurm: SlurmDeployment, seconds: int) -> Workload:
         timeout=120,
         interval=2,
     )
-    # RUNNING is the allocation; the batch script's `srun` launches the step a moment later.
-    # A launch that meets the fault fails the job (Slurm does not retry a step launch), so
-    # each fault comes after the step runs on both nodes.
+    wait_step(slurm, two)
+    return work
+
+
+def wait_step(slurm: SlurmDeployment, job: str) -> None:
+    """Until the batch script's `srun` runs its step: RUNNING is the allocation, and the
+    step launches a moment later. A launch that meets the fault fails the job (Slurm does not
+    retry a step launch), so each fault comes after the step runs on every node."""
     slurm.wait(
-        f"job {two}'s step running",
+        f"job {job}'s step running",
         lambda: (
-            f"{two}.0"
+            f"{job}.0"
             in slurm.login(
-                "squeue", "--steps", "--noheader", "--format=%i", f"--jobs={two}"
+                "squeue", "--steps", "--noheader", "--format=%i", f"--jobs={job}"
             ).split()
         ),
         timeout=60,
         interval=1,
     )
-    return work
 
 
 def assert_no_job_lost(slurm: SlurmDeployment, work: Workload, timeout: float = 600) -> None:

@@ -135,6 +135,26 @@ def test_dynamic_nodes_without_a_pod_are_forgotten_and_static_ones_kept():
     assert not actions.drain and not actions.resume
 
 
+def test_a_busy_dynamic_node_whose_pod_is_gone_goes_down_before_it_is_forgotten():
+    # Its Node was deleted under a running job: set DOWN so Slurm requeues or ends the job now
+    # (not after SlurmdTimeout), then forget the record once no job holds it.
+    view = {
+        **slurm("lost", "ALLOCATED", "DYNAMIC_NORM"),
+        **slurm("static", "ALLOCATED"),
+        **slurm("p", "MIXED", "DYNAMIC_NORM"),
+    }
+    actions = plan([pod("p")], {"n1": node()}, view)
+    assert actions.down == {"lost": "k8s: Pod lost is gone"}
+    assert actions.forget == [] and not actions.empty()
+    # Slurm took it down: its jobs are being ended, so the record may go
+    down = slurm("lost", "ALLOCATED", "DOWN", "DYNAMIC_NORM", reason="k8s: Pod lost is gone")
+    again = plan([pod("p")], {"n1": node()}, {**view, **down})
+    assert again.down == {} and again.forget == ["lost"]
+    # an idle one is forgotten straight away
+    idle = plan([pod("p")], {"n1": node()}, slurm("lost", "IDLE", "DYNAMIC_NORM"))
+    assert idle.down == {} and idle.forget == ["lost"]
+
+
 def test_slurm_state_classes_for_scale_down():
     def cls(*states):
         return SlurmNode("x", frozenset(states), "").activity

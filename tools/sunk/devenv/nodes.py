@@ -702,6 +702,36 @@ class NodeCluster:
             raise NodeClusterError(f"{name}: kubelet is running")
         self._start_kubelet(node)
 
+    def lose_node(self, name: str) -> None:
+        """The machine is gone for good, as at a power loss: cut off from the others, its
+        daemons stopped and its containers killed. Its Node object stays until someone deletes
+        it (a cloud's node controller does, for a terminated machine); teardown clears the
+        rest."""
+        node = self.node(name)
+        self.cut_off(name)
+        for proc in node.procs:
+            proc.popen.terminate()
+        for proc in node.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=30)
+        node.procs.clear()
+        _kill_cgroup(node.cgroup_root.lstrip("/"))
+
+    def add_node(self) -> Node:
+        """One more worker node, started as those of ``start`` were, once it is Ready: a
+        machine that joins a running cluster (a replacement for one that is gone)."""
+        if not self._started:
+            raise NodeClusterError("not started")
+        self._prepare_node(len(self.nodes))
+        node = self.nodes[-1]
+        self.node_count = len(self.nodes)
+        self._write_state()  # stop_from_state finds the new node's cgroup root and netns
+        self._import_images(node)
+        self._start_kubernetes(node)
+        self.wait_node_ready(node.name)
+        self._start_network_policies(node)
+        return node
+
     def _static_volumes(self) -> None:
         """hostPath PersistentVolumes without a class: a claim without a StorageClass binds to
         one (the nodes share this machine's disk, so any node can mount any of them)."""

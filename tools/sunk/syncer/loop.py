@@ -231,6 +231,9 @@ class Syncer:
         for node in actions.resume:
             self.log.info("resume %s (its k8s: cause cleared)", node)
             await restd.resume(node)
+        for node, reason in actions.down.items():
+            self.log.info("down %s: %s", node, reason)
+            await restd.down(node, reason)
         for node in actions.forget:
             try:
                 await self.forget(node)

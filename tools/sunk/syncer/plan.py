@@ -3,7 +3,10 @@
 Kubernetes → Slurm: a slurmd Pod that is not Ready, is being deleted, or sits on a cordoned
 Node drains its Slurm node with a reason that starts with ``k8s:``. The drain is removed when
 the cause clears, and put back if someone removes it while the cause persists. A drain whose
-reason does not start with ``k8s:`` is never touched.
+reason does not start with ``k8s:`` is never touched. A dynamic Slurm node whose Pod is gone
+is deleted; while it still runs jobs (its Node was deleted, its Pod force-deleted) it is set
+DOWN first, so Slurm requeues or ends those jobs as their ``--requeue`` says at once instead
+of after ``SlurmdTimeout``.
 
 Slurm → Kubernetes: a drain or down that started in Slurm (its reason lacks the prefix) shows
 on the Node as the annotation ``sunk.coreweave.com/drain`` with the reason and the condition
@@ -86,9 +89,20 @@ class Actions:
     # (namespace, Pod) -> Slurm reason (None: clear)
     pod_marks: dict[tuple[str, str], str | None] = field(default_factory=dict)
     forget: list[str] = field(default_factory=list)  # dynamic Slurm nodes whose Pod is gone
+    # Slurm node -> `k8s:` reason: its Pod is gone while Slurm counts it busy (Node deleted,
+    # Pod force-deleted). Its slurmd is gone too, so Slurm may end or requeue its jobs now
+    # instead of after SlurmdTimeout; the record is forgotten once no job holds it.
+    down: dict[str, str] = field(default_factory=dict)
 
     def empty(self) -> bool:
-        return not (self.drain or self.resume or self.node_marks or self.pod_marks or self.forget)
+        return not (
+            self.drain
+            or self.resume
+            or self.node_marks
+            or self.pod_marks
+            or self.forget
+            or self.down
+        )
 
 
 def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
@@ -138,7 +152,13 @@ def plan(
     slurmd registers only from a running Pod, so a node without a Pod here has lost it)."""
     actions = Actions()
     pod_names = {p["metadata"]["name"] for p in pods}
-    actions.forget = sorted(n for n, s in slurm.items() if s.dynamic and n not in pod_names)
+    for name, node in sorted(slurm.items()):
+        if not node.dynamic or name in pod_names:
+            continue
+        if node.busy and "DOWN" not in node.states:
+            actions.down[name] = f"{K8S_PREFIX} Pod {name} is gone"
+        else:
+            actions.forget.append(name)
     for pod in pods:
         name = pod["metadata"]["name"]
         current = slurm.get(name)

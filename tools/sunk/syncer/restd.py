@@ -135,6 +135,9 @@ class Slurmrestd:
     async def drain(self, node: str, reason: str) -> None:
         await self._call("POST", f"/node/{node}", {"state": ["DRAIN"], "reason": reason})
 
+    async def down(self, node: str, reason: str) -> None:
+        await self._call("POST", f"/node/{node}", {"state": ["DOWN"], "reason": reason})
+
     async def resume(self, node: str) -> None:
         await self._call("POST", f"/node/{node}", {"state": ["RESUME"]})
 
