@@ -9,7 +9,7 @@ BIN := $(CURDIR)/.tools/bin
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 # Test tiers whose runtimes the toolchain installer provides (see README, "Development").
 TOOLCHAIN ?= helm kubeconform registry private-registry shellcheck checkov kube slurm nodes \
-  argocd-lua argocd
+  argocd-lua argocd uml
 
 .PHONY: setup demo test lint unit schema images clean help
 help:

@@ -19,7 +19,18 @@ for _var, _tool in (("SUNK_HELM", "helm"), ("SUNKCTL_KUBECONFORM", "kubeconform"
     if not os.environ.get(_var) and tool_path(_tool) is not None:
         os.environ[_var] = str(tool_path(_tool))
 # Each test directory is one tier; its tests carry the tier's marker.
-TIERS = ("unit", "chart", "slurm", "cluster", "gitops", "e2e", "faults", "argocd", "images")
+TIERS = (
+    "unit",
+    "chart",
+    "slurm",
+    "cgroupv2",
+    "cluster",
+    "gitops",
+    "e2e",
+    "faults",
+    "argocd",
+    "images",
+)
 
 
 def pytest_collection_modifyitems(items):

@@ -41,6 +41,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sunk.devenv import slurm_rootfs
 from sunk.slurmconf import Endpoints
@@ -163,6 +164,7 @@ class SlurmRuntime:
         self._reserved: dict[str, str] = {}
         self._slurmctld: _Daemon | None = None
         self._jwt_key = secrets.token_bytes(64)
+        self._machines: list[Any] = []  # sunk.devenv.uml.UmlMachine (add_uml_node)
 
     # --- addresses the caller renders into its config ------------------------------------
 
@@ -274,6 +276,9 @@ class SlurmRuntime:
     def close(self) -> None:
         """Stop every daemon and job, delete namespaces and unmount; safe to call repeatedly."""
         errors: list[str] = []
+        for machine in self._machines:
+            machine.stop()
+        self._machines.clear()
         for daemon in reversed(self._daemons):
             self._stop(daemon)
         self._daemons.clear()
@@ -756,6 +761,41 @@ class SlurmRuntime:
             self.wait_nodes_idle([name])
         return node
 
+    def add_uml_node(self, name: str, conf: str, gpus: int = 0, *, mem: str = "512M") -> SlurmNode:
+        """Like :meth:`add_node`, but the slurmd runs in a user-mode Linux kernel that mounts
+        cgroup v2 (:mod:`sunk.devenv.uml`), booted from this run's root: a cgroup v2 node
+        beside the host's cgroup v1 ones. Its ``eth0`` is a TAP device on the controller's
+        bridge; it runs a munged of its own; its slurmd log is ``SlurmdLogFile`` in the root."""
+        from sunk.devenv import uml
+
+        assert self.root is not None and self.workdir is not None, "start() first"
+        kernel = uml.installed()
+        if kernel is None:
+            raise SlurmRuntimeError(f"user-mode Linux is not unpacked: run `{uml.INSTALL_HINT}`")
+        if name in self.nodes or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
+            raise SlurmRuntimeError(f"node name {name!r} is taken or not a valid hostname")
+        node = SlurmNode(name=name, addr=self._reserve_addr(name), netns=self.ctl_netns,
+                         conf=conf, gpus=gpus)  # fmt: skip
+        self.nodes[name] = node
+        self._write_hosts()
+        tap = f"u{len(self.nodes)}-{self.run_id}"
+        _check(["ip", "-n", self.ctl_netns, "tuntap", "add", "dev", tap, "mode", "tap"])
+        _check(["ip", "-n", self.ctl_netns, "link", "set", tap, "master", "br0", "up"])
+        init = f"/sunk-uml-{name}.sh"
+        script = self.root / init.lstrip("/")
+        script.write_text(_uml_init(node, self._net.prefixlen, self.controller_addr))
+        script.chmod(0o755)
+        machine = uml.UmlMachine(
+            name=f"sunk-{self.run_id}-{name}", root=self.root, init=init, netns=self.ctl_netns,
+            tap=tap, console=self.workdir / "logs" / f"uml-{name}.log",
+            state_dir=self.workdir / "uml" / name, mem=mem, kernel=kernel,
+        )  # fmt: skip
+        machine.start()
+        assert machine.proc is not None
+        self._machines.append(machine)
+        node.daemon = _Daemon(f"uml-{name}", machine.proc, machine.console)
+        return node
+
     def remove_node(self, name: str) -> None:
         """Stop a node's slurmd and delete it from the controller."""
         node = self.nodes.pop(name)
@@ -828,6 +868,49 @@ class SlurmRuntime:
 
         self._wait(f"job {job_id}", probe, self._slurmctld, timeout)
         return state
+
+
+def _uml_init(node: SlurmNode, prefixlen: int, controller: str) -> str:
+    """PID 1 of a user-mode Linux node: mounts, network, GPU stand-ins, munged, then slurmd in
+    the foreground as :meth:`SlurmRuntime.add_node` starts it, again whenever it exits."""
+    slurmd = shlex.join([
+        "/usr/sbin/slurmd", "-D", "-N", node.name, "-Z", "--conf-server", controller,
+        "--conf", node.conf,
+    ])  # fmt: skip
+    return f"""#!/bin/sh
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
+mount -t tmpfs -o mode=1777 shm /dev/shm
+ln -sf /proc/self/fd /dev/fd
+for dir in /run /tmp /var/spool/slurmd /var/lib/munge /var/log/munge; do
+  mount -t tmpfs -o mode=0755 uml "$dir"
+done
+chmod 1777 /tmp
+mkdir -p /run/slurm /run/munge /var/spool/slurmd/{node.name} /var/spool/slurmd/pmix
+i=0
+while [ "$i" -lt {node.gpus} ]; do mknod -m 0666 "/dev/nvidia$i" c 195 "$i"; i=$((i + 1)); done
+hostname {node.name}
+ip link set lo up
+ip addr add {node.addr}/{prefixlen} dev eth0
+ip link set eth0 up
+ip route add default via {controller}
+# hostfs makes a file a non-root user creates root's: munged's own files live in tmpfs
+chown munge:munge /run/munge /var/lib/munge /var/log/munge
+chmod 0700 /var/lib/munge /var/log/munge
+setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --force
+echo "sunk-uml: cgroup controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+# slurmd restarts when it exits, as its container would (kubelet restarts it in place)
+while :; do
+  {slurmd}
+  echo "sunk-uml: slurmd exited $?; starting it again"
+  sleep 1
+done
+"""
 
 
 def _owner_token(pid: int) -> str:

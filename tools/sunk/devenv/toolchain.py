@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv import argocd_build, argocd_lua, kube_build, node_build
+from sunk.devenv import argocd_build, argocd_lua, kube_build, node_build, uml
 from sunk.devenv.paths import bin_dir, cache_dir, tool_path
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -212,6 +212,13 @@ def install_slurm() -> None:
         raise ToolchainError(f"slurm: {exc}") from exc
 
 
+def install_uml() -> None:
+    try:
+        uml.install()
+    except uml.UmlError as exc:
+        raise ToolchainError(f"uml: {exc}") from exc
+
+
 def install_argocd() -> None:
     """Argo CD (go build) and, as root, the Debian packages the gitops tier runs beside it:
     redis-server (Argo CD's cache) and git (the local repository and its git daemon)."""
@@ -307,6 +314,7 @@ COMPONENTS: dict[str, Component] = {
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
         ),
         Component("nodes", node_build.description(), node_build.install_nodes),
+        Component("uml", uml.description(), install_uml),
         Component("argocd-lua", argocd_lua.description(), argocd_lua.install),
         Component("argocd", argocd_build.description(), install_argocd),
     )
