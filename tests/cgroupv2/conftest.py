@@ -28,7 +28,7 @@ NODES = {
 }
 
 
-def _skip_reason() -> str | None:
+def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "the cgroupv2 tier needs root (mounts, namespaces, TAP devices)"
     if slurm_rootfs.installed() is None:
@@ -41,7 +41,7 @@ def _skip_reason() -> str | None:
 @pytest.fixture(scope="module")
 def v2() -> Iterator[SlurmRuntime]:
     """A controller with accounting on the host and the three v2 nodes of ``NODES``, idle."""
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
     rt = SlurmRuntime(subnet="10.79.0.0/24")

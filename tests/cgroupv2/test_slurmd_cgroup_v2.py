@@ -6,11 +6,17 @@ and devices there. User-mode Linux has one CPU and no ``cpuset`` controller, so
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-from sunk.devenv.slurm_runtime import SlurmRuntime
-from tests.cgroupv2.conftest import NODES
+import pytest
+
+from sunk.devenv.slurm_runtime import SlurmRuntime, cleanup_stale
+from tests.cgroupv2.conftest import NODES, skip_reason
 
 # A v2 step's one line in /proc/self/cgroup: slurmd's own scope, then the job, step and task
 STEP_CGROUP = re.compile(
@@ -130,3 +136,42 @@ def test_cgroupv2_slurmd_restart_keeps_the_running_job_and_leaks_no_cgroups(v2: 
     assert v2.wait_job(job, timeout=120) == "COMPLETED"
     own, jobs = _job_cgroups(v2, "cpu-1")
     assert jobs == [own], jobs
+
+
+def test_cgroupv2_killed_run_leaves_no_machine_behind(tmp_path):
+    """A run killed without close() leaves its user-mode Linux node running (its own session);
+    the next runtime's cleanup_stale ends it with the rest of that run."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    script = """
+import time
+from sunk.devenv.slurm_runtime import SlurmRuntime
+from sunk.slurmconf.cgroup import render_cgroup_conf
+from tests.slurm.conftest import render_test_config
+rt = SlurmRuntime(subnet="10.80.0.0/24")
+rt.start({**render_test_config(rt), "cgroup.conf": render_cgroup_conf({})})
+rt.add_uml_node("cpu-0", "Features=cpu CPUs=1 RealMemory=300")
+rt.wait_nodes_idle(["cpu-0"], timeout=120)
+print(rt.workdir, flush=True)
+time.sleep(600)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        workdir = proc.stdout.readline().strip()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert workdir, "the run did not start"
+
+    def machines() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", f"hostfs={workdir}/root"], capture_output=True,
+                               text=True, check=False).stdout.split()  # fmt: skip
+        return [pid for pid in found if pid != str(os.getpid())]
+
+    assert machines(), "the user-mode Linux node died with its runtime"
+    assert Path(workdir) in cleanup_stale()
+    assert not machines()
+    assert not Path(workdir).exists()

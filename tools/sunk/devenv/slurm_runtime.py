@@ -943,7 +943,9 @@ def cleanup_stale(base: Path | str | None = None) -> list[Path]:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
-                    if os.readlink(entry / "root") == root:
+                    # chrooted daemons, and user-mode Linux nodes booted from that root
+                    hostfs = f"hostfs={root}".encode() in (entry / "cmdline").read_bytes()
+                    if hostfs or os.readlink(entry / "root") == root:
                         os.kill(int(entry.name), signal.SIGKILL)
         subprocess.run(["umount", "-R", "-l", root], capture_output=True, check=False)
         with contextlib.suppress(OSError):
