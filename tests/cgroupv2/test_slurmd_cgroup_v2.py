@@ -6,6 +6,7 @@ and devices there. User-mode Linux has one CPU and no ``cpuset`` controller, so
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from sunk.devenv.slurm_runtime import SlurmRuntime, cleanup_stale
+from sunk.slurmconf.cgroup import render_cgroup_conf
 from tests.cgroupv2.conftest import NODES, skip_reason
+from tests.slurm.conftest import render_test_config
 
 # A v2 step's one line in /proc/self/cgroup: slurmd's own scope, then the job, step and task
 STEP_CGROUP = re.compile(
@@ -175,3 +178,28 @@ time.sleep(600)
     assert Path(workdir) in cleanup_stale()
     assert not machines()
     assert not Path(workdir).exists()
+
+
+def test_cgroupv2_without_ignore_systemd_slurmd_cannot_start():
+    """Why the rendered cgroup.conf says `IgnoreSystemd=yes`: without it, slurmd on v2 asks
+    systemd over D-Bus for a scope for slurmstepd, and a node without systemd (a container,
+    this machine) has none: slurmd exits at start, again and again (the crash loop peers'
+    users report as `cgroup_dbus_attach_to_scope`)."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with SlurmRuntime(subnet="10.81.0.0/24") as rt:
+        cgroup = render_cgroup_conf({"IgnoreSystemd": "no"})
+        rt.start({**render_test_config(rt), "cgroup.conf": cgroup})
+        rt.add_uml_node("cpu-0", "Features=cpu CPUs=1 RealMemory=300")
+        log = "/var/log/slurm/slurmd-cpu-0.log"
+        fatal = "fatal: systemd scope for slurmstepd could not be set"
+        for _ in range(120):
+            with contextlib.suppress(OSError):
+                if rt.read_file(log).count(fatal) >= 2:  # exited, restarted, exited again
+                    break
+            time.sleep(1)
+        text = rt.read_file(log)
+        assert text.count(fatal) >= 2, text[-2000:]
+        assert "cgroup_dbus_attach_to_scope" in text
+        assert "cpu-0" not in rt.node_states()
