@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import re
 import secrets
@@ -761,11 +762,26 @@ class SlurmRuntime:
             self.wait_nodes_idle([name])
         return node
 
-    def add_uml_node(self, name: str, conf: str, gpus: int = 0, *, mem: str = "512M") -> SlurmNode:
+    def add_uml_node(
+        self,
+        name: str,
+        conf: str,
+        gpus: int = 0,
+        *,
+        mem: str = "512M",
+        image: Path | None = None,
+    ) -> SlurmNode:
         """Like :meth:`add_node`, but the slurmd runs in a user-mode Linux kernel that mounts
         cgroup v2 (:mod:`sunk.devenv.uml`), booted from this run's root: a cgroup v2 node
         beside the host's cgroup v1 ones. Its ``eth0`` is a TAP device on the controller's
-        bridge; it runs a munged of its own; its slurmd log is ``SlurmdLogFile`` in the root."""
+        bridge; it runs a munged of its own; its slurmd log is ``SlurmdLogFile`` in the root.
+
+        With ``image`` (a slurmd image's ``docker save`` archive) slurmd is that image's
+        entrypoint in a container that runc starts as containerd would for a slurmd Pod with
+        the chart's security context (:func:`sunk.devenv.uml.pod_container_spec`), under a
+        ``kubepods`` cgroup with the Pod's limits; its log is then the machine's console. The
+        image's SlurmUser (uid 401) must be the controller's: run it with ``SlurmUser=root``
+        when the controller comes from this runtime's root."""
         from sunk.devenv import uml
 
         assert self.root is not None and self.workdir is not None, "start() first"
@@ -783,7 +799,10 @@ class SlurmRuntime:
         _check(["ip", "-n", self.ctl_netns, "link", "set", tap, "master", "br0", "up"])
         init = f"/sunk-uml-{name}.sh"
         script = self.root / init.lstrip("/")
-        script.write_text(_uml_init(node, self._net.prefixlen, self.controller_addr))
+        start = _slurmd_argv(node, self.controller_addr)
+        if image is not None:
+            start = self._pod_bundle(node, image, mem)
+        script.write_text(_uml_init(node, self._net.prefixlen, self.controller_addr, start))
         script.chmod(0o755)
         machine = uml.UmlMachine(
             name=f"sunk-{self.run_id}-{name}", root=self.root, init=init, netns=self.ctl_netns,
@@ -795,6 +814,56 @@ class SlurmRuntime:
         self._machines.append(machine)
         node.daemon = _Daemon(f"uml-{name}", machine.proc, machine.console)
         return node
+
+    def _pod_bundle(self, node: SlurmNode, image: Path, mem: str) -> str:
+        """The runc bundle of ``node``'s slurmd container (the image's root, unpacked once into
+        the cache, under an overlay of its own) and the command that runs it in the
+        machine."""
+        from sunk.devenv import uml
+        from sunk.devenv.paths import bin_dir, cache_dir
+        from sunk.operator.nodeset.pod import SLURMD_SECURITY_CONTEXT
+
+        assert self.root is not None and self.workdir is not None
+        cached = cache_dir() / "uml" / "images" / image.stem
+        if not (cached / "done").exists():
+            # one root per image repository: an older build's goes (they are 600 MB)
+            for old in cached.parent.glob(f"{image.stem.rsplit('-', 1)[0]}-*"):
+                shutil.rmtree(old, ignore_errors=True)
+            uml.unpack_image(image, cached / "rootfs")
+            (cached / "done").touch()
+        bundle = Path("/sunk-uml") / node.name / "bundle"
+        host_bundle = self.root / bundle.relative_to("/")
+        scratch = self.workdir / "uml" / node.name
+        for sub in ("upper", "work"):
+            (scratch / sub).mkdir(parents=True, exist_ok=True)
+        (host_bundle / "rootfs").mkdir(parents=True, exist_ok=True)
+        opts = (
+            f"lowerdir={cached / 'rootfs'},upperdir={scratch / 'upper'},workdir={scratch / 'work'}"
+        )
+        _check(["mount", "-t", "overlay", f"sunk-{self.run_id}-{node.name}", "-o", opts,
+                str(host_bundle / "rootfs")])  # fmt: skip
+        runc = self.root / "usr/local/sbin/runc"
+        if not runc.exists():
+            shutil.copy(bin_dir() / "runc", runc)
+        limit = _mebibytes(mem) * 1024 * 1024 * 3 // 4  # the Pod's limit, below the machine's
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "SUNK_NODE_NAME": node.name,
+            "SUNK_CLUSTER_NAME": "sunktest",
+            "SUNK_CONTROLLER": f"{self.controller_addr}:6817",
+            "SUNK_SLURMD_CONF": node.conf,
+            "SUNK_MUNGED": "external",  # the machine's munged, as the Pod's munge sidecar
+        }
+        spec = uml.pod_container_spec(
+            ["/usr/bin/tini", "--", "/usr/local/bin/sunk-entrypoint", "slurmd"], env,
+            SLURMD_SECURITY_CONTEXT["capabilities"]["add"], hostname=node.name,
+            cgroups_path=f"{POD_CGROUP}/slurmd", memory=limit, cpus=1, hosts="/etc/hosts",
+        )  # fmt: skip
+        (host_bundle / "config.json").write_text(json.dumps(spec, indent=1))
+        return (
+            f"runc --root /run/runc run --bundle {bundle} slurmd-{node.name}; "
+            f"runc --root /run/runc delete --force slurmd-{node.name}"
+        )
 
     def remove_node(self, name: str) -> None:
         """Stop a node's slurmd and delete it from the controller."""
@@ -870,15 +939,30 @@ class SlurmRuntime:
         return state
 
 
-def _uml_init(node: SlurmNode, prefixlen: int, controller: str) -> str:
-    """PID 1 of a user-mode Linux node: mounts, network, GPU stand-ins, munged, then slurmd in
-    the foreground as :meth:`SlurmRuntime.add_node` starts it, again whenever it exits."""
-    slurmd = shlex.join([
+# Where the slurmd container's Pod cgroup sits in a user-mode Linux node, as kubelet's cgroupfs
+# driver names a Burstable Pod's.
+POD_CGROUP = "/kubepods/burstable/pod00000000-0000-4000-8000-000000000001"
+
+
+def _mebibytes(size: str) -> int:
+    units = {"K": 1 / 1024, "M": 1, "G": 1024}
+    return int(float(size[:-1]) * units[size[-1].upper()]) if size[-1].isalpha() else int(size)
+
+
+def _slurmd_argv(node: SlurmNode, controller: str) -> str:
+    return shlex.join([
         "/usr/sbin/slurmd", "-D", "-N", node.name, "-Z", "--conf-server", controller,
         "--conf", node.conf,
     ])  # fmt: skip
+
+
+def _uml_init(node: SlurmNode, prefixlen: int, controller: str, start: str) -> str:
+    """PID 1 of a user-mode Linux node: mounts, network, GPU stand-ins, munged and the Pod
+    cgroups kubelet would make, then ``start`` (slurmd, or its container) in the foreground,
+    again whenever it exits."""
+    pod = POD_CGROUP.strip("/").split("/")
     return f"""#!/bin/sh
-export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
@@ -891,7 +975,7 @@ for dir in /run /tmp /var/spool/slurmd /var/lib/munge /var/log/munge; do
   mount -t tmpfs -o mode=0755 uml "$dir"
 done
 chmod 1777 /tmp
-mkdir -p /run/slurm /run/munge /var/spool/slurmd/{node.name} /var/spool/slurmd/pmix
+mkdir -p /run/slurm /run/munge /run/runc /var/spool/slurmd/{node.name} /var/spool/slurmd/pmix
 i=0
 while [ "$i" -lt {node.gpus} ]; do mknod -m 0666 "/dev/nvidia$i" c 195 "$i"; i=$((i + 1)); done
 hostname {node.name}
@@ -903,10 +987,18 @@ ip route add default via {controller}
 chown munge:munge /run/munge /var/lib/munge /var/log/munge
 chmod 0700 /var/lib/munge /var/log/munge
 setpriv --reuid=munge --regid=munge --clear-groups /usr/sbin/munged --force
+# the Pod's cgroups, each level delegating the controllers (kubelet's cgroupfs driver)
+dir=/sys/fs/cgroup
+for level in {" ".join(pod)}; do
+  echo "+cpu +memory +pids" >"$dir/cgroup.subtree_control"
+  dir="$dir/$level"
+  mkdir -p "$dir"
+done
+echo "+cpu +memory +pids" >"$dir/cgroup.subtree_control"
 echo "sunk-uml: cgroup controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 # slurmd restarts when it exits, as its container would (kubelet restarts it in place)
 while :; do
-  {slurmd}
+  {start}
   echo "sunk-uml: slurmd exited $?; starting it again"
   sleep 1
 done

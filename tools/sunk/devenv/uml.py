@@ -20,9 +20,12 @@ file. Its helper processes are one process group: ``stop`` ends them all. Found 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
+import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,3 +150,111 @@ class UmlMachine:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
         self.proc = None
+
+
+def unpack_image(archive: Path, rootfs: Path) -> None:
+    """A ``docker save`` archive's layers, in order, into ``rootfs`` (OCI whiteouts applied):
+    a container's root filesystem for runc."""
+    rootfs.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
+        for layer_name in manifest[0]["Layers"]:
+            with tarfile.open(fileobj=outer.extractfile(layer_name)) as layer:
+                keep = []
+                for member in layer:
+                    parent, base = os.path.split(member.name)
+                    if base == ".wh..wh..opq":  # opaque: the lower layers' entries go
+                        directory = rootfs / parent
+                        for entry in directory.iterdir() if directory.is_dir() else ():
+                            _remove(entry)
+                        continue
+                    if base.startswith(".wh."):
+                        _remove(rootfs / parent / base[4:])
+                        continue
+                    path = rootfs / member.name
+                    if path.is_symlink() or (
+                        path.exists() and not (member.isdir() and path.is_dir())
+                    ):
+                        _remove(path)
+                    keep.append(member)
+                layer.extractall(rootfs, members=keep, numeric_owner=True, filter="fully_trusted")
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def pod_container_spec(
+    args: list[str],
+    env: dict[str, str],
+    capabilities: list[str],
+    *,
+    hostname: str,
+    cgroups_path: str,
+    memory: int,
+    cpus: int,
+    hosts: str,
+) -> dict:
+    """An OCI runtime spec for one container of a Pod, as containerd writes it on a cgroup v2
+    node for a container that is not privileged: its own pid, ipc, uts, mount and cgroup
+    namespaces, the cgroup filesystem and /sys mounted read-only, only ``capabilities``, the
+    limits in ``cgroups_path``, /proc paths masked. It shares the machine's network (the
+    Pod's network namespace is not what is tested). tmpfs stands in for the container's
+    writable layer where slurmd keeps sockets (hostfs cannot hold them); /run/munge is the
+    machine's, as the Pod's volume shared with its munge sidecar."""
+    caps = [f"CAP_{c}" for c in capabilities]
+    tmpfs = ["nosuid", "nodev"]
+    return {
+        "ociVersion": "1.1.0",
+        "process": {
+            "terminal": False,
+            "user": {"uid": 0, "gid": 0},
+            "args": args,
+            "env": [f"{k}={v}" for k, v in env.items()],
+            "cwd": "/",
+            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps},
+            "noNewPrivileges": False,
+        },
+        "root": {"path": "rootfs", "readonly": False},
+        "hostname": hostname,
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc",
+             "options": ["nosuid", "noexec", "nodev"]},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+             "options": [*tmpfs, "mode=1777", "size=65536k"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+             "options": ["nosuid", "noexec", "nodev", "ro"]},
+            {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+             "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+            {"destination": "/run", "type": "tmpfs", "source": "tmpfs",
+             "options": [*tmpfs, "mode=755"]},
+            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+             "options": [*tmpfs, "mode=1777"]},
+            {"destination": "/var/spool/slurmd", "type": "tmpfs", "source": "tmpfs",
+             "options": [*tmpfs, "mode=755"]},
+            {"destination": "/run/munge", "type": "bind", "source": "/run/munge",
+             "options": ["rbind", "rprivate", "rw"]},
+            {"destination": "/etc/hosts", "type": "bind", "source": hosts,
+             "options": ["rbind", "rprivate", "ro"]},
+        ],
+        "linux": {
+            "cgroupsPath": cgroups_path,
+            "namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount", "cgroup")],
+            "resources": {
+                "devices": [{"allow": False, "access": "rwm"}],
+                "memory": {"limit": memory, "swap": memory},
+                "cpu": {"shares": 1024 * cpus, "quota": 100000 * cpus, "period": 100000},
+            },
+            "maskedPaths": ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                            "/proc/timer_list", "/proc/sched_debug", "/sys/firmware"],
+            "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+                              "/proc/sysrq-trigger"],
+        },
+    }  # fmt: skip
