@@ -142,7 +142,7 @@ def test_fault_kubelet_stopped_past_the_eviction_timeout_then_back(machines: Mac
     canary = _canary(cluster, machines.victim)
     slurm.wait("the canary running", lambda: get_pod(slurm, "eviction-canary")["status"].get(
         "phase") == "Running", timeout=120)  # fmt: skip
-    work = start_workload(slurm, 240)
+    work = start_workload(slurm, 150)  # outlasts NotReady, the eviction and the return
     started = time.monotonic()
     cluster.stop_kubelet(machines.victim)
     try:
