@@ -24,6 +24,7 @@ from tests.cgroupv2.conftest import skip_reason
 from tests.slurm.conftest import render_test_config
 
 NODE = "pod-0"
+GPU_NODE = "gpu-1"  # the test gres.conf's gpu-[0-9]: two stand-in GPUs
 # capability numbers (linux/capability.h) of what the chart's slurmd may hold
 CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7,
                "SYS_CHROOT": 18, "SYS_ADMIN": 21, "SYS_NICE": 23}  # fmt: skip
@@ -43,7 +44,9 @@ def pod_v2() -> Iterator[SlurmRuntime]:
         files["cgroup.conf"] = render_cgroup_conf({})
         rt.start(files, munge_key=secrets.token_bytes(128))
         rt.add_uml_node(NODE, "Features=cpu CPUs=1 RealMemory=300", mem="640M", image=archive)
-        rt.wait_nodes_idle([NODE], timeout=240)
+        rt.add_uml_node(GPU_NODE, "Features=gpu CPUs=1 RealMemory=300 Gres=gpu:h100:2", gpus=2,
+                        mem="640M", image=archive)  # fmt: skip
+        rt.wait_nodes_idle([NODE, GPU_NODE], timeout=240)
         yield rt
     finally:
         rt.close()
@@ -76,3 +79,16 @@ def test_cgroupv2_pod_job_past_its_memory_is_oom_killed_and_slurmd_lives(pod_v2:
     assert pod_v2.node_states()[NODE] in {"idle", "completing"}
     again = pod_v2.run("srun", "-w", NODE, "hostname", timeout=120)
     assert again.returncode == 0 and again.stdout.strip() == NODE, again.stderr
+
+
+def test_cgroupv2_pod_devices_not_granted_to_the_job_cannot_be_opened(pod_v2: SlurmRuntime):
+    """The Pod holds both stand-in GPUs (as a device plugin gives them); ConstrainDevices lets
+    a job open only those it was given, through the eBPF program slurmstepd attaches below the
+    Pod's cgroup with the chart's capabilities (runc here applies no seccomp profile)."""
+    probe = 'for d in /dev/nvidia0 /dev/nvidia1; do (exec 3<"$d") 2>&1 | sed "s|^|$d: |"; done'
+    one = pod_v2.run("srun", "-p", "gpu", "--gres=gpu:h100:1", "sh", "-c", probe, timeout=120)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.count("Operation not permitted") == 1, one.stdout
+    assert one.stdout.count("No such device or address") == 1, one.stdout
+    both = pod_v2.run("srun", "-p", "gpu", "--gres=gpu:h100:2", "sh", "-c", probe, timeout=120)
+    assert both.stdout.count("No such device or address") == 2, both.stdout

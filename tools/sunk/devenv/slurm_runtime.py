@@ -857,7 +857,8 @@ class SlurmRuntime:
         spec = uml.pod_container_spec(
             ["/usr/bin/tini", "--", "/usr/local/bin/sunk-entrypoint", "slurmd"], env,
             SLURMD_SECURITY_CONTEXT["capabilities"]["add"], hostname=node.name,
-            cgroups_path=f"{POD_CGROUP}/slurmd", memory=limit, cpus=1, hosts="/etc/hosts",
+            cgroups_path=f"{POD_CGROUP}/{node.name}", memory=limit, cpus=1, hosts="/etc/hosts",
+            gpus=node.gpus,
         )  # fmt: skip
         (host_bundle / "config.json").write_text(json.dumps(spec, indent=1))
         return (

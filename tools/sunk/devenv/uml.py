@@ -197,6 +197,7 @@ def pod_container_spec(
     memory: int,
     cpus: int,
     hosts: str,
+    gpus: int = 0,
 ) -> dict:
     """An OCI runtime spec for one container of a Pod, as containerd writes it on a cgroup v2
     node for a container that is not privileged: its own pid, ipc, uts, mount and cgroup
@@ -204,7 +205,9 @@ def pod_container_spec(
     limits in ``cgroups_path``, /proc paths masked. It shares the machine's network (the
     Pod's network namespace is not what is tested). tmpfs stands in for the container's
     writable layer where slurmd keeps sockets (hostfs cannot hold them); /run/munge is the
-    machine's, as the Pod's volume shared with its munge sidecar."""
+    machine's, as the Pod's volume shared with its munge sidecar. ``gpus`` stand-in GPUs
+    (/dev/nvidia<i>, major 195) are passed in as a device plugin has containerd do: the node
+    and a cgroup rule allowing it."""
     caps = [f"CAP_{c}" for c in capabilities]
     tmpfs = ["nosuid", "nodev"]
     return {
@@ -247,8 +250,17 @@ def pod_container_spec(
         "linux": {
             "cgroupsPath": cgroups_path,
             "namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount", "cgroup")],
+            "devices": [
+                {"path": f"/dev/nvidia{i}", "type": "c", "major": 195, "minor": i,
+                 "fileMode": 0o666, "uid": 0, "gid": 0}
+                for i in range(gpus)
+            ],
             "resources": {
-                "devices": [{"allow": False, "access": "rwm"}],
+                "devices": [
+                    {"allow": False, "access": "rwm"},
+                    *({"allow": True, "type": "c", "major": 195, "minor": i, "access": "rwm"}
+                      for i in range(gpus)),
+                ],
                 "memory": {"limit": memory, "swap": memory},
                 "cpu": {"shares": 1024 * cpus, "quota": 100000 * cpus, "period": 100000},
             },
