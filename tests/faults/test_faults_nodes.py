@@ -226,7 +226,7 @@ def test_fault_node_never_comes_back(machines: Machines):
     slurm.wait(f"job {one} NODE_FAIL", lambda: _sacct_runs(slurm, one) == ["NODE_FAIL"],
                timeout=300, interval=5)  # fmt: skip
     report("node never comes back (its --no-requeue job ended)", elapsed(started))
-    # shown with -s: why the requeued job waits (Slurm holds a requeued job a while)
+    # shown with -s: the requeued job's state and reason at this moment
     print(slurm.login("squeue", f"--jobs={two}", "--noheader", "--format=job %i: %T %r, start %S"))
     slurm.wait(
         f"Slurm node {on_victim} deleted",
