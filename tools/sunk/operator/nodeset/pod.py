@@ -25,14 +25,14 @@ from sunk.slurmconf.scripts import HOOK_DIR, LOCK_PATH
 
 # slurmd unprivileged, with what it and the jobs it starts as their users need: remount its
 # read-only cgroup mounts writable (the entrypoint) and constrain devices (ConstrainDevices:
-# the v1 devices controller, or an eBPF program on v2) (SYS_ADMIN); own and reach job files and spool directories (CHOWN,
-# DAC_OVERRIDE, FOWNER); start job steps as their users (SETUID, SETGID); signal them (KILL);
-# set their CPU affinity and priority (SYS_NICE); enter `--container-image` containers (mount
-# namespaces: SYS_ADMIN; chroot, as the default seccomp profile refuses pivot_root:
-# SYS_CHROOT). No host device, /proc and /sys stay masked
-# and read-only. Privilege escalation stays allowed: jobs may run setuid programs (sudo,
-# Apptainer's starter). A group's `securityContext` replaces it ({privileged: true}: as in
-# SUNK, and then the runtime applies no seccomp profile either).
+# the v1 devices controller, or an eBPF program on v2) (SYS_ADMIN); own and reach job files
+# and spool directories (CHOWN, DAC_OVERRIDE, FOWNER); start job steps as their users
+# (SETUID, SETGID); signal them (KILL); set their CPU affinity and priority (SYS_NICE);
+# enter `--container-image` containers (mount namespaces: SYS_ADMIN; chroot, as the default
+# seccomp profile refuses pivot_root: SYS_CHROOT). No host device, /proc and /sys stay
+# masked and read-only. Privilege escalation stays allowed: jobs may run setuid programs
+# (sudo, Apptainer's starter). A group's `securityContext` replaces it ({privileged: true}:
+# as in SUNK, and then the runtime applies no seccomp profile either).
 SLURMD_SECURITY_CONTEXT = {
     "privileged": False,
     "capabilities": {
