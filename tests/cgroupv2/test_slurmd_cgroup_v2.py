@@ -28,15 +28,9 @@ STEP_CGROUP = re.compile(
 )
 
 
-def _ok(rt: SlurmRuntime, *cmd: str, timeout: float = 120) -> str:
-    proc = rt.run(*cmd, timeout=timeout)
-    assert proc.returncode == 0, (cmd, proc.stdout, proc.stderr)
-    return proc.stdout
-
-
 def test_cgroupv2_nodes_register_with_the_rendered_cgroup_conf(v2: SlurmRuntime):
     assert {n: s for n, s in v2.node_states().items() if n in NODES} == dict.fromkeys(NODES, "idle")
-    config = _ok(v2, "scontrol", "show", "config")
+    config = v2.run("scontrol", "show", "config", check=True).stdout
     assert re.search(r"CgroupPlugin\s*=\s*autodetect", config), config
     assert re.search(r"IgnoreSystemd\s*=\s*yes", config), config
     for name in NODES:
@@ -45,7 +39,9 @@ def test_cgroupv2_nodes_register_with_the_rendered_cgroup_conf(v2: SlurmRuntime)
 
 
 def test_cgroupv2_two_node_job_runs_each_task_in_a_step_cgroup_of_its_own(v2: SlurmRuntime):
-    out = _ok(v2, "srun", "-p", "cpu", "-N2", "--ntasks-per-node=1", "cat", "/proc/self/cgroup")
+    out = v2.run(
+        "srun", "-p", "cpu", "-N2", "--ntasks-per-node=1", "cat", "/proc/self/cgroup", check=True
+    ).stdout
     lines = out.split()
     matches = [STEP_CGROUP.match(line) for line in lines]
     assert len(lines) == 2 and all(matches), out  # one unified-hierarchy line per task: v2
@@ -64,12 +60,14 @@ def test_cgroupv2_job_past_its_memory_is_oom_killed_in_its_own_cgroup(v2: SlurmR
     # memory.max of the task's cgroup and up: the step's `user` cgroup and the job's carry --mem
     levels = 'd="/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)"; cat $d/memory.max'
     levels += " $d/../memory.max $d/../../memory.max $d/../../../memory.max"
-    limits = _ok(v2, "srun", "-w", "cpu-0", "--mem=50M", "sh", "-c", levels).split()
+    limits = v2.run(
+        "srun", "-w", "cpu-0", "--mem=50M", "sh", "-c", levels, check=True
+    ).stdout.split()
     mem = str(50 * 1024 * 1024)
     assert limits == ["max", mem, "max", mem], limits  # task, step/user, step, job
     # the OOM kill is the job's alone: the node is neither drained nor down
     assert v2.node_states()["cpu-0"] in {"idle", "completing"}, v2.node_states()
-    assert _ok(v2, "srun", "-w", "cpu-0", "hostname").strip() == "cpu-0"
+    assert v2.run("srun", "-w", "cpu-0", "hostname", check=True).stdout.strip() == "cpu-0"
 
 
 def test_cgroupv2_devices_not_granted_to_the_job_cannot_be_opened(v2: SlurmRuntime):
@@ -77,11 +75,11 @@ def test_cgroupv2_devices_not_granted_to_the_job_cannot_be_opened(v2: SlurmRunti
     stand-in GPUs, the one the job was given opens as far as a device without a driver can
     (ENXIO), the other is refused by the cgroup (EPERM)."""
     probe = 'for d in /dev/nvidia0 /dev/nvidia1; do (exec 3<"$d") 2>&1 | sed "s|^|$d: |"; done'
-    out = _ok(v2, "srun", "-p", "gpu", "--gres=gpu:h100:1", "sh", "-c", probe)
+    out = v2.run("srun", "-p", "gpu", "--gres=gpu:h100:1", "sh", "-c", probe, check=True).stdout
     denied = [line for line in out.splitlines() if "Operation not permitted" in line]
     allowed = [line for line in out.splitlines() if "No such device or address" in line]
     assert len(denied) == 1 and len(allowed) == 1, out
-    both = _ok(v2, "srun", "-p", "gpu", "--gres=gpu:h100:2", "sh", "-c", probe)
+    both = v2.run("srun", "-p", "gpu", "--gres=gpu:h100:2", "sh", "-c", probe, check=True).stdout
     assert "Operation not permitted" not in both, both
     assert both.count("No such device or address") == 2, both
 
@@ -90,14 +88,14 @@ def test_cgroupv2_sacct_reports_the_steps_max_rss(v2: SlurmRuntime):
     """jobacct_gather/cgroup (what the operator configures) reads the step's memory use from
     the v2 files; sacct shows it once slurmdbd has the record."""
     grow = """srun perl -e '$x = "a" x (60 * 1024 * 1024); sleep 2'"""
-    out = _ok(v2, "sbatch", "--parsable", "-w", "cpu-1", "--mem=200M", "--wrap",
-              grow)  # fmt: skip
+    out = v2.run("sbatch", "--parsable", "-w", "cpu-1", "--mem=200M", "--wrap", grow,
+                 check=True).stdout  # fmt: skip
     job = out.strip().split(";")[0]
     assert v2.wait_job(job, timeout=180) == "COMPLETED"
 
     def max_rss() -> int:
-        rows = _ok(v2, "sacct", "-j", f"{job}.0", "--noheader", "--parsable2", "--noconvert",
-                   "--format=MaxRSS").split()  # fmt: skip
+        rows = v2.run("sacct", "-j", f"{job}.0", "--noheader", "--parsable2", "--noconvert",
+                      "--format=MaxRSS", check=True).stdout.split()  # fmt: skip
         return int(rows[0]) if rows and rows[0].isdigit() else 0
 
     rss = 0
@@ -113,7 +111,7 @@ def _job_cgroups(v2: SlurmRuntime, node: str) -> tuple[str, list[str]]:
     """(this probe's own job cgroup, every job cgroup under slurmd's scope) on ``node``."""
     scope = "/sys/fs/cgroup/system.slice/$(hostname)_slurmstepd.scope"
     probe = f'cut -d/ -f4 /proc/self/cgroup; ls "{scope}"'
-    own, *entries = _ok(v2, "srun", "-w", node, "sh", "-c", probe).split()
+    own, *entries = v2.run("srun", "-w", node, "sh", "-c", probe, check=True).stdout.split()
     return own, sorted(e for e in entries if e.startswith("job_"))
 
 
@@ -121,15 +119,20 @@ def test_cgroupv2_slurmd_restart_keeps_the_running_job_and_leaks_no_cgroups(v2: 
     """slurmd stopped (SIGTERM) and started again while a job runs on its node: the job's
     slurmstepd and cgroups live on, the new slurmd takes the node back, the job completes,
     and afterwards no cgroup of a finished job is left under slurmd's scope."""
-    out = _ok(v2, "sbatch", "--parsable", "-w", "cpu-1", "--wrap", "srun sleep 15")
+    out = v2.run(
+        "sbatch", "--parsable", "-w", "cpu-1", "--wrap", "srun sleep 15", check=True
+    ).stdout
     job = out.strip().split(";")[0]
     for _ in range(60):
-        if f"{job}.0" in _ok(v2, "squeue", "--steps", "--noheader", "--format=%i").split():
+        if (
+            f"{job}.0"
+            in v2.run("squeue", "--steps", "--noheader", "--format=%i", check=True).stdout.split()
+        ):
             break
         time.sleep(1)
     pidfile = "/run/slurm/slurmd-cpu-1.pid"
-    _ok(v2, "srun", f"--jobid={job}", "--overlap", "-w", "cpu-1", "sh", "-c",
-        f'kill -TERM "$(cat {pidfile})"')  # fmt: skip
+    v2.run("srun", f"--jobid={job}", "--overlap", "-w", "cpu-1", "sh", "-c",
+           f'kill -TERM "$(cat {pidfile})"', check=True)  # fmt: skip
     log = "/var/log/slurm/slurmd-cpu-1.log"
     for _ in range(60):
         if v2.read_file(log).count("slurmd started") >= 2:

@@ -43,9 +43,9 @@ def pod_v2() -> Iterator[SlurmRuntime]:
         files["slurm.conf"] = files["slurm.conf"].replace("SlurmUser=slurm", "SlurmUser=root")
         files["cgroup.conf"] = render_cgroup_conf({})
         rt.start(files, munge_key=secrets.token_bytes(128))
-        rt.add_uml_node(NODE, "Features=cpu CPUs=1 RealMemory=300", mem="640M", image=archive)
+        rt.add_uml_node(NODE, "Features=cpu CPUs=1 RealMemory=300", mem_mib=640, image=archive)
         rt.add_uml_node(GPU_NODE, "Features=gpu CPUs=1 RealMemory=300 Gres=gpu:h100:2", gpus=2,
-                        mem="640M", image=archive)  # fmt: skip
+                        mem_mib=640, image=archive)  # fmt: skip
         rt.wait_nodes_idle([NODE, GPU_NODE], timeout=240)
         yield rt
     finally:

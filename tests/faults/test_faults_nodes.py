@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from sunk.devenv.controlplane import node_ready
 from sunk.devenv.deploy import OPERATOR_NAMESPACE, SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
 from tests.faults.conftest import (
@@ -123,8 +124,7 @@ def _evicted(cluster: NodeCluster, pod: dict) -> bool:
 
 
 def _node_ready(cluster: NodeCluster, node: str) -> bool:
-    conditions = cluster.client.get(f"/api/v1/nodes/{node}")["status"]["conditions"]
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return node_ready(cluster.client.get(f"/api/v1/nodes/{node}"))
 
 
 def test_fault_kubelet_stopped_past_the_eviction_timeout_then_back(machines: Machines):

@@ -678,11 +678,7 @@ class NodeCluster:
     def stop_kubelet(self, name: str) -> None:
         """Stop a node's kubelet, as when it dies: the node's containers keep running, and the
         Node goes NotReady once the controller-manager's grace period passes."""
-        node = self.node(name)
-        for proc in [p for p in node.procs if p.name == "kubelet"]:
-            proc.popen.terminate()
-            proc.popen.wait(timeout=60)
-            node.procs.remove(proc)
+        self._stop_daemons(self.node(name), "kubelet")
 
     def cut_off(self, name: str, *, on: bool = True) -> None:
         """Drop every packet that enters the node from the others, and every one it sends
@@ -709,13 +705,22 @@ class NodeCluster:
         rest."""
         node = self.node(name)
         self.cut_off(name)
-        for proc in node.procs:
-            proc.popen.terminate()
-        for proc in node.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=30)
-        node.procs.clear()
+        self._stop_daemons(node)
         _kill_cgroup(node.cgroup_root.lstrip("/"))
+
+    def _stop_daemons(self, node: Node, *names: str) -> None:
+        """SIGTERM the node's daemons called ``names`` (all without names), wait for them to
+        exit and forget them."""
+        stopping = [p for p in node.procs if not names or p.name in names]
+        for proc in stopping:
+            proc.popen.terminate()
+        for proc in stopping:
+            try:
+                proc.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait(timeout=30)
+            node.procs.remove(proc)
 
     def add_node(self) -> Node:
         """One more worker node, started as those of ``start`` were, once it is Ready: a

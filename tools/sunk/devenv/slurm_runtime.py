@@ -42,11 +42,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sunk.devenv import slurm_rootfs
 from sunk.slurmconf import Endpoints
 from sunk.syncer.restd import API, USER, mint_token
+
+if TYPE_CHECKING:
+    from sunk.devenv.uml import UmlMachine
 
 CONFIG_FILES = frozenset(
     {
@@ -165,7 +168,7 @@ class SlurmRuntime:
         self._reserved: dict[str, str] = {}
         self._slurmctld: _Daemon | None = None
         self._jwt_key = secrets.token_bytes(64)
-        self._machines: list[Any] = []  # sunk.devenv.uml.UmlMachine (add_uml_node)
+        self._machines: list[UmlMachine] = []  # add_uml_node's
 
     # --- addresses the caller renders into its config ------------------------------------
 
@@ -730,10 +733,7 @@ class SlurmRuntime:
         in the node's ``/dev``.  With ``wait`` it returns once the node is idle.
         """
         assert self.root is not None, "start() first"
-        if name in self.nodes:
-            raise SlurmRuntimeError(f"node {name} already added")
-        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
-            raise SlurmRuntimeError(f"node name {name!r} is not a valid hostname")
+        self._check_new_node(name)
         node = SlurmNode(
             name=name,
             addr=self._reserve_addr(name),
@@ -762,13 +762,19 @@ class SlurmRuntime:
             self.wait_nodes_idle([name])
         return node
 
+    def _check_new_node(self, name: str) -> None:
+        if name in self.nodes:
+            raise SlurmRuntimeError(f"node {name} already added")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
+            raise SlurmRuntimeError(f"node name {name!r} is not a valid hostname")
+
     def add_uml_node(
         self,
         name: str,
         conf: str,
         gpus: int = 0,
         *,
-        mem: str = "512M",
+        mem_mib: int = 512,
         image: Path | None = None,
     ) -> SlurmNode:
         """Like :meth:`add_node`, but the slurmd runs in a user-mode Linux kernel that mounts
@@ -788,8 +794,7 @@ class SlurmRuntime:
         kernel = uml.installed()
         if kernel is None:
             raise SlurmRuntimeError(f"user-mode Linux is not unpacked: run `{uml.INSTALL_HINT}`")
-        if name in self.nodes or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
-            raise SlurmRuntimeError(f"node name {name!r} is taken or not a valid hostname")
+        self._check_new_node(name)
         node = SlurmNode(name=name, addr=self._reserve_addr(name), netns=self.ctl_netns,
                          conf=conf, gpus=gpus)  # fmt: skip
         self.nodes[name] = node
@@ -801,13 +806,13 @@ class SlurmRuntime:
         script = self.root / init.lstrip("/")
         start = _slurmd_argv(node, self.controller_addr)
         if image is not None:
-            start = self._pod_bundle(node, image, mem)
+            start = self._pod_bundle(node, image, mem_mib)
         script.write_text(_uml_init(node, self._net.prefixlen, self.controller_addr, start))
         script.chmod(0o755)
         machine = uml.UmlMachine(
             name=f"sunk-{self.run_id}-{name}", root=self.root, init=init, netns=self.ctl_netns,
             tap=tap, console=self.workdir / "logs" / f"uml-{name}.log",
-            state_dir=self.workdir / "uml" / name, mem=mem, kernel=kernel,
+            state_dir=self.workdir / "uml" / name, mem_mib=mem_mib, kernel=kernel,
         )  # fmt: skip
         machine.start()
         assert machine.proc is not None
@@ -815,7 +820,7 @@ class SlurmRuntime:
         node.daemon = _Daemon(f"uml-{name}", machine.proc, machine.console)
         return node
 
-    def _pod_bundle(self, node: SlurmNode, image: Path, mem: str) -> str:
+    def _pod_bundle(self, node: SlurmNode, image: Path, mem_mib: int) -> str:
         """The runc bundle of ``node``'s slurmd container (the image's root, unpacked once into
         the cache, under an overlay of its own) and the command that runs it in the
         machine."""
@@ -845,11 +850,10 @@ class SlurmRuntime:
         runc = self.root / "usr/local/sbin/runc"
         if not runc.exists():
             shutil.copy(bin_dir() / "runc", runc)
-        limit = _mebibytes(mem) * 1024 * 1024 * 3 // 4  # the Pod's limit, below the machine's
+        limit = mem_mib * 1024 * 1024 * 3 // 4  # the Pod's limit, below the machine's
         env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "SUNK_NODE_NAME": node.name,
-            "SUNK_CLUSTER_NAME": "sunktest",
             "SUNK_CONTROLLER": f"{self.controller_addr}:6817",
             "SUNK_SLURMD_CONF": node.conf,
             "SUNK_MUNGED": "external",  # the machine's munged, as the Pod's munge sidecar
@@ -943,11 +947,6 @@ class SlurmRuntime:
 # Where the slurmd container's Pod cgroup sits in a user-mode Linux node, as kubelet's cgroupfs
 # driver names a Burstable Pod's.
 POD_CGROUP = "/kubepods/burstable/pod00000000-0000-4000-8000-000000000001"
-
-
-def _mebibytes(size: str) -> int:
-    units = {"K": 1 / 1024, "M": 1, "G": 1024}
-    return int(float(size[:-1]) * units[size[-1].upper()]) if size[-1].isalpha() else int(size)
 
 
 def _slurmd_argv(node: SlurmNode, controller: str) -> str:

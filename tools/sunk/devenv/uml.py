@@ -106,14 +106,14 @@ class UmlMachine:
     tap: str
     console: Path
     state_dir: Path  # UML's own files (its umid directory)
-    mem: str = "512M"
+    mem_mib: int = 512
     kernel: Path = field(default_factory=kernel_path)
     proc: subprocess.Popen | None = None
 
     def argv(self) -> list[str]:
         return [
             "ip", "netns", "exec", self.netns,
-            str(self.kernel), f"mem={self.mem}", "root=/dev/root", "rootfstype=hostfs",
+            str(self.kernel), f"mem={self.mem_mib}M", "root=/dev/root", "rootfstype=hostfs",
             f"hostfs={self.root}", "rw", f"init={self.init}", f"umid={self.name}",
             f"uml_dir={self.state_dir}", "con=null", "con0=fd:0,fd:1", "quiet",
             f"eth0=tuntap,{self.tap}",
@@ -130,16 +130,6 @@ class UmlMachine:
                 self.argv(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, env=env,
             )  # fmt: skip
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log(self, tail: int = 60) -> str:
-        try:
-            lines = self.console.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-tail:])
 
     def stop(self) -> None:
         """End the kernel and its helper processes (one process group)."""
