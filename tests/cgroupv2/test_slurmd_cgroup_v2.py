@@ -70,6 +70,20 @@ def test_cgroupv2_job_past_its_memory_is_oom_killed_in_its_own_cgroup(v2: SlurmR
     assert v2.run("srun", "-w", "cpu-0", "hostname", check=True).stdout.strip() == "cpu-0"
 
 
+def test_cgroupv2_slurm_sets_no_pids_limit_or_cpu_weight(v2: SlurmRuntime):
+    """What the README says of Slurm's cgroup/v2 plugin: it constrains cores (cpuset), memory
+    and devices. A job's cgroup gets the ``cpu`` and ``memory`` controllers (``cpuset`` where
+    the kernel has it) but not ``pids``, so no pids limit can apply, and it leaves
+    ``cpu.weight`` at the kernel's default for the job and the step. A site that wants either
+    sets it on the Pod (Kubernetes makes the Pod's CPU limit its ``cpu.max``)."""
+    show = 'd="/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)"; cd "$d/../../.."; '
+    show += "cat cgroup.controllers cpu.weight step_0/cpu.weight; ls"
+    out = v2.run("srun", "-w", "cpu-1", "sh", "-c", show, check=True).stdout.splitlines()
+    assert out[0].split() == ["cpu", "memory"], out  # the job's: no pids, no cpuset here
+    assert out[1:3] == ["100", "100"], out  # job, then step: the kernel's default
+    assert "pids.max" not in out[3:], out
+
+
 def test_cgroupv2_devices_not_granted_to_the_job_cannot_be_opened(v2: SlurmRuntime):
     """ConstrainDevices on v2 is an eBPF program on the step's cgroup: of the node's two
     stand-in GPUs, the one the job was given opens as far as a device without a driver can

@@ -1,5 +1,5 @@
-"""sunk.devenv.uml without a kernel: an image's layers unpacked with OCI whiteouts, and the OCI
-spec a Pod's container gets."""
+"""sunk.devenv.uml without a kernel: an image's layers unpacked with OCI whiteouts, the OCI
+spec a Pod's container gets, and the order a node's kernel modules load in."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import json
 import tarfile
 from pathlib import Path
 
-from sunk.devenv.uml import pod_container_spec, unpack_image
+import pytest
+
+from sunk.devenv.uml import UmlError, pod_container_spec, unpack_image
+from sunk.devenv.uml_kubelet import module_load_order
 
 
 def _layer(files: dict[str, str]) -> bytes:
@@ -64,3 +67,19 @@ def test_a_pod_container_holds_only_its_capabilities_and_its_devices():
     assert rules[0] == {"allow": False, "access": "rwm"}
     assert rules[1:] == [{"allow": True, "type": "c", "major": 195, "minor": 0, "access": "rwm"}]
     assert spec["linux"]["resources"]["cpu"]["quota"] == 200000
+
+
+def test_kernel_modules_load_after_what_they_depend_on(tmp_path: Path):
+    (tmp_path / "modules.dep").write_text(
+        "kernel/net/bridge/br_netfilter.ko: kernel/net/bridge/bridge.ko kernel/net/llc/stp.ko\n"
+        "kernel/net/bridge/bridge.ko: kernel/net/llc/stp.ko kernel/net/llc/llc.ko\n"
+        "kernel/net/llc/stp.ko: kernel/net/llc/llc.ko\n"
+        "kernel/net/llc/llc.ko:\n"
+        "kernel/drivers/net/veth.ko:\n"
+    )
+    order = module_load_order(tmp_path, ("br_netfilter", "veth", "bridge"))
+    assert [p.relative_to(tmp_path).name for p in order] == [
+        "llc.ko", "stp.ko", "bridge.ko", "br_netfilter.ko", "veth.ko",
+    ]  # fmt: skip
+    with pytest.raises(UmlError, match="no module overlay"):
+        module_load_order(tmp_path, ("overlay",))

@@ -179,8 +179,8 @@ class NodeCluster:
         ready_timeout: float = 180.0,
         progress: bool = False,
     ) -> None:
-        if not 1 <= nodes <= 50:
-            raise ValueError("nodes: 1 to 50")
+        if not 0 <= nodes <= 50:
+            raise ValueError("nodes: 0 to 50")  # 0: a control plane for nodes of the caller's
         self.bin_dir = Path(bin_dir) if bin_dir else default_bin_dir()
         self.node_count = nodes
         self.image_archives = [Path(p) for p in images]
@@ -252,7 +252,7 @@ class NodeCluster:
             for index in range(self.node_count):
                 self._prepare_node(index)
             # imports are I/O bound: all nodes at once
-            with ThreadPoolExecutor(max_workers=self.node_count) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, self.node_count)) as pool:
                 list(pool.map(self._import_images, self.nodes))
             for node in self.nodes:
                 self._start_kubernetes(node)
@@ -394,6 +394,14 @@ class NodeCluster:
         # Service traffic between two Pods of one bridge must pass kube-proxy's iptables rules
         _sysctl(ns, "net.bridge.bridge-nf-call-iptables", "1")
 
+    def add_tap(self, tap: str, addr: str, pod_cidr: str) -> None:
+        """A TAP device on the hub's bridge for a machine of the caller's at ``addr`` (a
+        user-mode Linux node), and the hub's route to its Pods."""
+        hub = self.hub_netns
+        _run(["ip", "-n", hub, "tuntap", "add", "dev", tap, "mode", "tap"])
+        _run(["ip", "-n", hub, "link", "set", tap, "master", "br0", "up"])
+        _run(["ip", "-n", hub, "route", "add", pod_cidr, "via", addr])
+
     def _cgroup_root(self, node: Node) -> None:
         """kubelet (cgroupfs driver, cgroup v1) wants its cgroupRoot in every hierarchy, with
         cpuset.cpus and cpuset.mems filled in."""
@@ -484,28 +492,7 @@ class NodeCluster:
             self.log(f"{node.name}: imported {archive.name} in {time.monotonic() - started:.0f}s")
 
     def _write_cni(self, node: Node) -> None:
-        conflist = {
-            "cniVersion": "1.0.0",
-            "name": "sunk",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": "cni0",
-                    "isGateway": True,
-                    # Pods keep their own address towards other nodes and the hub: slurmctld
-                    # must see a slurmd's real address
-                    "ipMasq": False,
-                    "hairpinMode": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[{"subnet": node.pod_cidr}]],
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                        "dataDir": str(node.dir / "cni" / "ipam"),
-                    },
-                },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ],
-        }
+        conflist = cni_conflist(node.pod_cidr, node.dir / "cni" / "ipam")
         (node.dir / "cni" / "net.d" / "10-sunk.conflist").write_text(json.dumps(conflist))
 
     def _start_kubelet(self, node: Node) -> None:
@@ -513,7 +500,7 @@ class NodeCluster:
         identity = f"kubelet-{node.name}"
         sign(pki, identity, f"/O=system:nodes/CN=system:node:{node.name}")
         kubeconfig = write_kubeconfig(
-            node.dir / "kubelet.kubeconfig", self._node_server(), pki, identity
+            node.dir / "kubelet.kubeconfig", self.node_server(), pki, identity
         )
         resolv = node.dir / "resolv.conf"
         resolv.write_text("")  # Pods get the cluster's DNS only; no host search domains
@@ -535,7 +522,8 @@ class NodeCluster:
             ],
         )
 
-    def _node_server(self) -> str:
+    def node_server(self) -> str:
+        """The API server as nodes reach it, from their own network namespaces."""
         return f"https://{HUB_ADDR}:{self._cp.ports.apiserver}"
 
     def _kubelet_config(self, node: Node, resolv: Path) -> dict:
@@ -578,7 +566,7 @@ class NodeCluster:
 
     def _start_kube_proxy(self, node: Node) -> None:
         kubeconfig = write_kubeconfig(
-            node.dir / "kube-proxy.kubeconfig", self._node_server(), self._cp.pki, "kube-proxy"
+            node.dir / "kube-proxy.kubeconfig", self.node_server(), self._cp.pki, "kube-proxy"
         )
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
@@ -609,7 +597,7 @@ class NodeCluster:
         bridge plugin lets everything through. (kube-network-policies needs nftables' `queue`
         expression, which this kernel lacks.)"""
         kubeconfig = write_kubeconfig(
-            node.dir / "kube-router.kubeconfig", self._node_server(), self._cp.pki, "kube-router"
+            node.dir / "kube-router.kubeconfig", self.node_server(), self._cp.pki, "kube-router"
         )
         self._spawn(
             node,
@@ -631,7 +619,7 @@ class NodeCluster:
 
     def _start_coredns(self, node: Node) -> None:
         kubeconfig = write_kubeconfig(
-            node.dir / "coredns.kubeconfig", self._node_server(), self._cp.pki, "coredns"
+            node.dir / "coredns.kubeconfig", self.node_server(), self._cp.pki, "coredns"
         )
         corefile = node.dir / "Corefile"
         corefile.write_text(
@@ -840,6 +828,27 @@ class NodeCluster:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def cni_conflist(pod_cidr: str, ipam_dir: Path, *, portmap: bool = True) -> dict:
+    """A node's CNI: Pods on bridge ``cni0`` in ``pod_cidr``, addresses from host-local."""
+    bridge = {
+        "type": "bridge",
+        "bridge": "cni0",
+        "isGateway": True,
+        # Pods keep their own address towards other nodes and the hub: slurmctld must see a
+        # slurmd's real address
+        "ipMasq": False,
+        "hairpinMode": True,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": pod_cidr}]],
+            "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": str(ipam_dir),
+        },
+    }
+    plugins = [bridge, {"type": "portmap", "capabilities": {"portMappings": True}}]
+    return {"cniVersion": "1.0.0", "name": "sunk", "plugins": plugins if portmap else [bridge]}
 
 
 def containerd_config(
