@@ -15,7 +15,7 @@ from sunk.validate.rules.registry import Hit, rule
 RESERVED_PARTITIONS = {"default"}
 
 
-def _declared_partitions(ctx: RuleContext) -> list[tuple[int, dict[str, Any]]]:
+def declared_partitions(ctx: RuleContext) -> list[tuple[int, dict[str, Any]]]:
     parts = get(ctx.values, *PARTS)
     return [(i, p) for i, p in enumerate(as_list(parts)) if isinstance(p, dict)]
 
@@ -23,7 +23,7 @@ def _declared_partitions(ctx: RuleContext) -> list[tuple[int, dict[str, Any]]]:
 _RAW_LINE = re.compile(r"^\s*PartitionName\s*=\s*(\S+)(.*)$", re.IGNORECASE)
 
 
-def _raw_partitions(ctx: RuleContext) -> list[tuple[str, dict[str, str]]]:
+def raw_partitions(ctx: RuleContext) -> list[tuple[str, dict[str, str]]]:
     """`compute.partitions` given as raw slurm.conf lines: (name, {key: value})."""
     raw = get(ctx.values, *PARTS)
     if not isinstance(raw, str):
@@ -75,7 +75,7 @@ def partition_unknown_group(ctx: RuleContext) -> Iterator[Hit]:
               nodeSets: [cpu]
     """
     known = sorted(ctx.groups)
-    for index, part in _declared_partitions(ctx):
+    for index, part in declared_partitions(ctx):
         for pos, name in enumerate(as_list(part.get("nodeSets"))):
             if name == "ALL" or name in ctx.groups:
                 continue
@@ -86,7 +86,7 @@ def partition_unknown_group(ctx: RuleContext) -> Iterator[Hit]:
             close = difflib.get_close_matches(str(name), known, n=1)
             extra = f" (did you mean `{close[0]}`?)" if close else ""
             yield Hit(path, f"partition `{part.get('name')}` names unknown group `{name}`{extra}")
-    for name, pairs in _raw_partitions(ctx):
+    for name, pairs in raw_partitions(ctx):
         for node in (pairs.get("nodes") or "").split(","):
             if node and node.upper() != "ALL" and node not in ctx.groups:
                 yield Hit(PARTS, f"raw partition `{name}` names unknown group `{node}`")
@@ -121,7 +121,7 @@ def partition_without_groups(ctx: RuleContext) -> Iterator[Hit]:
             - name: main
               nodeSets: [cpu]
     """
-    for index, part in _declared_partitions(ctx):
+    for index, part in declared_partitions(ctx):
         names = as_list(part.get("nodeSets"))
         if not names:
             yield Hit((*PARTS, index), f"partition `{part.get('name')}` has no node groups")
@@ -166,14 +166,14 @@ def multiple_default_partitions(ctx: RuleContext) -> Iterator[Hit]:
             - {name: debug, nodeSets: [cpu]}
     """
     defaults: list[tuple[tuple[Any, ...], str]] = []
-    for index, part in _declared_partitions(ctx):
+    for index, part in declared_partitions(ctx):
         config = as_map(part.get("config"))
         in_config = any(k.lower() == "default" and _is_yes(v) for k, v in config.items())
         if part.get("default") is True:
             defaults.append(((*PARTS, index, "default"), str(part.get("name"))))
         elif in_config:
             defaults.append(((*PARTS, index, "config"), str(part.get("name"))))
-    for name, pairs in _raw_partitions(ctx):
+    for name, pairs in raw_partitions(ctx):
         if _is_yes(pairs.get("default", "")):
             defaults.append((PARTS, name))
     for name, group in ctx.groups.items():
@@ -218,7 +218,7 @@ def partition_default_in_config(ctx: RuleContext) -> Iterator[Hit]:
               nodeSets: [cpu]
               default: true
     """
-    for index, part in _declared_partitions(ctx):
+    for index, part in declared_partitions(ctx):
         for key in as_map(part.get("config")):
             if key.lower() == "default":
                 yield Hit(
@@ -258,7 +258,7 @@ def invalid_partition_name(ctx: RuleContext) -> Iterator[Hit]:
     """
     seen: set[str] = set()
     groups = _all_group_names(ctx)
-    for index, part in _declared_partitions(ctx):
+    for index, part in declared_partitions(ctx):
         name = part.get("name")
         if not isinstance(name, str):
             continue
@@ -305,7 +305,7 @@ def partition_owned_key(ctx: RuleContext) -> Iterator[Hit]:
               nodeSets: [ALL]
     """
     owned = {"partitionname", "nodes"}
-    for index, part in _declared_partitions(ctx):
+    for index, part in declared_partitions(ctx):
         for key in as_map(part.get("config")):
             if key.lower() in owned:
                 yield Hit((*PARTS, index, "config", key), f"`{key}` is set by the operator")

@@ -1,5 +1,6 @@
-"""slurm.conf rules: `slurmConfig` keys Slurm does not know or the operator writes, and owned
-keys hidden in free text (`extraConfig`, raw partition lines)."""
+"""slurm.conf rules: `slurmConfig` keys Slurm does not know or the operator writes, values
+Slurm would not parse (in `slurmConfig` and partitions), and owned keys hidden in free text
+(`extraConfig`, raw partition lines)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 
+from sunk.slurmconf import option_types
+from sunk.slurmconf.format import value_text
 from sunk.slurmconf.slurm_conf import FREE_TEXT, NOT_SLURM_KEYS, OWNED_KEYS, free_text_problems
-from sunk.validate.rules.context import PARTS, RuleContext, as_map, get
+from sunk.validate.rules.context import NODES, PARTS, RuleContext, as_map, get
+from sunk.validate.rules.partitions import declared_partitions, raw_partitions
 from sunk.validate.rules.registry import Hit, rule
 
 
@@ -119,3 +123,66 @@ def owned_key_in_free_text(ctx: RuleContext) -> Iterator[Hit]:
         if isinstance(text, str):
             for problem in free_text_problems(text, allowed):
                 yield Hit(path, f"{label}, {problem}")
+
+
+@rule(
+    "SUNK042",
+    "slurm-option-value",
+    "error",
+    "A slurmConfig or partition value Slurm would not parse (a time, count, memory size, "
+    "YES/NO or choice of the wrong form); slurmctld would refuse the file or ignore it.",
+    "write the value in the form slurm.conf(5) gives for the key (the message names it)",
+)
+def slurm_option_value(ctx: RuleContext) -> Iterator[Hit]:
+    """The renderer quotes a value with a space, so nothing is injected, but Slurm still reads
+    each value by its key's type, and slurmctld refuses the whole file at its next start or
+    reconfigure when one does not parse (or logs and ignores it, for a few keys). The rule
+    reads the values of `slurmConfig`, of each partition's `config`, of each group's
+    `partitionConfig` and of raw partition lines as Slurm 24.11's parser does, for the keys
+    whose type it knows (`sunk.slurmconf.option_types`: times such as `MaxTime`, counts such
+    as `MessageTimeout` up to 65535, memory in MB without a unit, YES/NO flags, choices such as
+    a partition's `State` or `OverSubscribe`). The slurm tier feeds every
+    example value of those types to Slurm's own parser, so the two agree.
+
+    Fails:
+        compute:
+          nodes:
+            cpu: {definitions: [cpu-epyc]}
+          partitions:
+            - name: batch
+              nodeSets: [cpu]
+              config: {MaxTime: 10 Nodes=ALL}
+
+    Passes:
+        compute:
+          nodes:
+            cpu: {definitions: [cpu-epyc]}
+          partitions:
+            - name: batch
+              nodeSets: [cpu]
+              config: {MaxTime: "1-00:00:00"}
+    """
+    for key, value in as_map(ctx.values.get("slurmConfig")).items():
+        if key in NOT_SLURM_KEYS or value is None:
+            continue
+        problem = option_types.value_problem(option_types.SLURM_CONF, key, value_text(value))
+        if problem:
+            yield Hit(("slurmConfig", key), problem)
+    partition = option_types.PARTITION
+    for index, part in declared_partitions(ctx):
+        for key, value in as_map(part.get("config")).items():
+            problem = option_types.value_problem(partition, key, value_text(value))
+            if problem:
+                yield Hit(
+                    (*PARTS, index, "config", key), f"partition `{part.get('name')}`: {problem}"
+                )
+    for name, group in ctx.groups.items():
+        for key, value in as_map(group.get("partitionConfig")).items():
+            problem = option_types.value_problem(partition, key, value_text(value))
+            if problem:
+                yield Hit((*NODES, name, "partitionConfig", key), f"group `{name}`: {problem}")
+    for name, pairs in raw_partitions(ctx):
+        for key, value in pairs.items():
+            problem = option_types.value_problem(partition, key, value)
+            if problem:
+                yield Hit(PARTS, f"partition `{name}`: {problem}")
