@@ -8,6 +8,14 @@ userspec=$4
 own_munged=$5
 shift 5
 hostname "$host"
+if [ -n "${SUNK_RELEASE_ROOT:-}" ]; then
+  # Another Slurm release's programs and libraries over this root's, for this process only:
+  # configuration, state, users and keys stay this root's, as a new image's Pod keeps its
+  # volumes (SlurmRuntime.use_release).
+  mount --bind -o ro "$SUNK_RELEASE_ROOT/usr" "$root/usr"
+  mount --bind -o ro "$SUNK_RELEASE_ROOT/etc/ld.so.cache" "$root/etc/ld.so.cache"
+  unset SUNK_RELEASE_ROOT
+fi
 mount -t tmpfs -o mode=0755,size=8m,nosuid sunk-dev "$root/dev"
 for dev in null zero full random urandom tty; do
   : >"$root/dev/$dev"

@@ -1,4 +1,6 @@
-"""The ``slurm`` toolchain component: a Debian trixie root with Slurm 24.11 daemons.
+"""The ``slurm`` toolchain components: Debian roots with Slurm's daemons, one per release we
+run: trixie's Slurm 24.11 (``slurm``, what the images ship) and forky's 26.05 (``slurm-26.05``,
+the release the slurm tier upgrades to).
 
 The root is built once with ``debootstrap`` into ``cache_dir()/slurm-rootfs/<key>/root`` where the
 key is the suite plus a hash of the pinned package list; ``<key>/stamp.json`` is written last, so a
@@ -40,6 +42,30 @@ PACKAGES: tuple[str, ...] = (
 )
 SLURM_SERIES = "24.11"
 STAMP = "stamp.json"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A Slurm release series and the Debian suite that carries it; ``script`` is the
+    debootstrap script to use where the host's debootstrap predates the suite."""
+
+    series: str
+    suite: str
+    script: str | None = None
+
+
+RELEASES = {
+    "24.11": Release("24.11", "trixie"),
+    "26.05": Release("26.05", "forky", script="sid"),  # bookworm's debootstrap has no forky
+}
+NEXT_SERIES = "26.05"
+
+
+def release_of(suite: str) -> Release:
+    for release in RELEASES.values():
+        if release.suite == suite:
+            return release
+    raise SlurmRootfsError(f"no Slurm release is built from Debian {suite}")
 
 # trixie's libmariadb3 (1:11.8.x, MariaDB Connector/C 3.4.10) breaks slurmdbd 24.11.5: its first
 # query fails with "mysql_query failed: 5027 Number of columns in result (=1) set execeeds
@@ -165,13 +191,14 @@ def dpkg_version(root: Path, package: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def _check_version(version: str | None) -> str:
+def _check_version(version: str | None, release: Release = RELEASES[SLURM_SERIES]) -> str:
     if not version:
         raise SlurmRootfsError("slurm-wlm is not installed in the built root (dpkg-query)")
     upstream = version.split(":", 1)[-1]
-    if not upstream.startswith(SLURM_SERIES + "."):
+    if not upstream.startswith(release.series + "."):
         raise SlurmRootfsError(
-            f"the {SUITE} root has Slurm {version}; this runtime needs {SLURM_SERIES}.x"
+            f"the {release.suite} root has Slurm {version}; this runtime needs "
+            f"{release.series}.x"
         )
     return version
 
@@ -225,9 +252,10 @@ def _install_mariadb_compat(root: Path, mirror: str, base: Path) -> str:
 
 def install(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> SlurmRootfs:
     """Build the root unless a completed one is cached; idempotent."""
+    release = release_of(suite)
     done = installed(suite, packages)
     if done is not None:
-        _check_version(done.slurm_version)
+        _check_version(done.slurm_version, release)
         log(f"cached root {done.root} (Slurm {done.slurm_version})")
         return done
     if os.geteuid() != 0:
@@ -246,6 +274,7 @@ def install(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> SlurmRo
         suite,
         str(root),
         mirror,
+        *([f"/usr/share/debootstrap/scripts/{release.script}"] if release.script else []),
     ]
     with (base / "debootstrap.log").open("w") as fh:
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
@@ -258,7 +287,7 @@ def install(suite: str = SUITE, packages: tuple[str, ...] = PACKAGES) -> SlurmRo
             f"debootstrap failed ({proc.returncode}); log {base / 'debootstrap.log'}:\n"
             + "\n".join(tail)
         )
-    version = _check_version(dpkg_version(root, "slurm-wlm"))
+    version = _check_version(dpkg_version(root, "slurm-wlm"), release)
     compat_version = _install_mariadb_compat(root, mirror, base)
     # Nothing in the root should start services or keep state from the build.
     for leftover in ("etc/munge/munge.key",):

@@ -169,6 +169,8 @@ class SlurmRuntime:
         self._slurmctld: _Daemon | None = None
         self._jwt_key = secrets.token_bytes(64)
         self._machines: list[UmlMachine] = []  # add_uml_node's
+        # another release's root whose /usr what starts from now on runs (use_release)
+        self.release_root: Path | None = None
 
     # --- addresses the caller renders into its config ------------------------------------
 
@@ -461,10 +463,13 @@ class SlurmRuntime:
         gpus: int = 0,
         user: str = "",
         own_munged: bool = False,
+        release: Path | None = None,
     ) -> list[str]:
         assert self.workdir is not None and self.root is not None
+        release = release or self.release_root
         return [
             "ip", "netns", "exec", netns,
+            *(["env", f"SUNK_RELEASE_ROOT={release}"] if release else []),
             "unshare", "--uts", "--mount", "--propagation", "private",
             "/bin/sh", str(self.workdir / "launch.sh"), str(self.root), host, str(gpus), user,
             "1" if own_munged else "0", *cmd,
@@ -480,13 +485,22 @@ class SlurmRuntime:
         gpus: int = 0,
         user: str = "",
         own_munged: bool = False,
+        release: Path | None = None,
     ) -> _Daemon:
         assert self.workdir is not None
         log = self.workdir / "logs" / f"{name}.log"
         fh = log.open("ab")
         try:
             proc = subprocess.Popen(
-                self._argv(netns, host, cmd, gpus=gpus, user=user, own_munged=own_munged),
+                self._argv(
+                    netns,
+                    host,
+                    cmd,
+                    gpus=gpus,
+                    user=user,
+                    own_munged=own_munged,
+                    release=release,
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=fh,
                 stderr=subprocess.STDOUT,
@@ -725,12 +739,63 @@ class SlurmRuntime:
         self._wait("slurmrestd", probe, d, timeout)
         return f"unix:{sock}"
 
-    def add_node(self, name: str, conf: str, gpus: int = 0, *, wait: bool = False) -> SlurmNode:
+    def use_release(self, rootfs: Path) -> None:
+        """Run what starts from now on (daemons restarted with :meth:`restart_accounting`,
+        :meth:`restart_controller`, :meth:`restart_node`, new nodes and client commands) with
+        the programs and libraries of another release's root (``slurm_rootfs``), over this
+        run's configuration, state and users: an upgrade as swapping a Pod's image is one.
+        What runs keeps its release."""
+        if (
+            not (rootfs / "usr/sbin/slurmctld").exists()
+            and not (rootfs / "usr/sbin/slurmctld").is_symlink()
+        ):
+            raise SlurmRuntimeError(f"{rootfs}: not a Slurm root")
+        self.release_root = rootfs
+
+    def restart_accounting(self) -> None:
+        """Stop slurmdbd and start it again (with :meth:`use_release`'s programs: its first
+        start converts the database); ready once ``sacctmgr`` gets an answer."""
+        for daemon in [d for d in self._daemons if d.name == "slurmdbd"]:
+            self._stop(daemon)
+            self._daemons.remove(daemon)
+        self._start_slurmdbd()
+
+    def restart_node(self, name: str, *, release: Path | None = None) -> None:
+        """Stop a node's slurmd (its running steps live on, as slurmstepd is its own process)
+        and start it again; ``release`` as for :meth:`add_node`."""
+        node = self.nodes[name]
+        if node.daemon is not None:
+            self._stop(node.daemon)
+            self._daemons.remove(node.daemon)
+        node.daemon = self._spawn_slurmd(node, release)
+
+    def _spawn_slurmd(self, node: SlurmNode, release: Path | None) -> _Daemon:
+        return self._spawn(
+            f"slurmd-{node.name}", node.netns, node.name,
+            [
+                "/usr/sbin/slurmd", "-D", "-v", "-N", node.name, "-Z",
+                "--conf-server", f"{self.controller_addr}", "--conf", node.conf,
+            ],
+            gpus=node.gpus,
+            own_munged=True,
+            release=release,
+        )  # fmt: skip
+
+    def add_node(
+        self,
+        name: str,
+        conf: str,
+        gpus: int = 0,
+        *,
+        wait: bool = False,
+        release: Path | None = None,
+    ) -> SlurmNode:
         """Start a dynamic configless slurmd named ``name`` with ``slurmd -Z --conf <conf>``.
 
         ``conf`` is the node's line without ``NodeName`` (e.g. ``"Features=grp CPUs=2
         RealMemory=2000 Gres=gpu:h100:2"``); ``gpus`` stand-in devices ``/dev/nvidia0..`` exist
-        in the node's ``/dev``.  With ``wait`` it returns once the node is idle.
+        in the node's ``/dev``.  With ``wait`` it returns once the node is idle. ``release``:
+        another release's root whose programs the slurmd runs (default: :meth:`use_release`'s).
         """
         assert self.root is not None, "start() first"
         self._check_new_node(name)
@@ -749,15 +814,7 @@ class SlurmRuntime:
             spool = self.root / base / name
             spool.mkdir(parents=True, exist_ok=True)
             os.chown(spool, *slurm)
-        node.daemon = self._spawn(
-            f"slurmd-{name}", node.netns, name,
-            [
-                "/usr/sbin/slurmd", "-D", "-v", "-N", name, "-Z",
-                "--conf-server", f"{self.controller_addr}", "--conf", conf,
-            ],
-            gpus=gpus,
-            own_munged=True,
-        )  # fmt: skip
+        node.daemon = self._spawn_slurmd(node, release)
         if wait:
             self.wait_nodes_idle([name])
         return node

@@ -199,17 +199,23 @@ def install_shellcheck() -> None:
     apt_install(["shellcheck"])
 
 
-def install_slurm() -> None:
+def install_slurm(series: str = "24.11") -> None:
     from sunk.devenv import slurm_rootfs
 
-    if os.geteuid() != 0 and slurm_rootfs.installed() is None:
+    suite = slurm_rootfs.RELEASES[series].suite
+    name = "slurm" if series == slurm_rootfs.SLURM_SERIES else f"slurm-{series}"
+    if os.geteuid() != 0 and slurm_rootfs.installed(suite) is None:
         # Not fatal for `make setup` as a normal user: the slurm test tier skips and says why.
-        log("slurm: skipped, building the Slurm root needs root (debootstrap, chroot)")
+        log(f"{name}: skipped, building the Slurm root needs root (debootstrap, chroot)")
         return
     try:
-        slurm_rootfs.install()
+        slurm_rootfs.install(suite)
     except slurm_rootfs.SlurmRootfsError as exc:
-        raise ToolchainError(f"slurm: {exc}") from exc
+        raise ToolchainError(f"{name}: {exc}") from exc
+
+
+def install_slurm_next() -> None:
+    install_slurm("26.05")
 
 
 def install_uml() -> None:
@@ -312,6 +318,11 @@ COMPONENTS: dict[str, Component] = {
         Component("kube", kube_build.description(), kube_build.install_kube),
         Component(
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
+        ),
+        Component(
+            "slurm-26.05",
+            "Slurm 26.05 daemons in a debootstrapped Debian forky root (the upgrade tests')",
+            install_slurm_next,
         ),
         Component("nodes", node_build.description(), node_build.install_nodes),
         Component("uml", uml.description(), install_uml),
