@@ -1,10 +1,12 @@
-"""Image rules: every image of either chart pinned to a tag or digest."""
+"""Image rules: every image of either chart pinned to a tag or digest, and the Slurm releases
+the slurm chart's images name in the order Slurm allows."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+from sunk.slurmconf.releases import release_of_tag, skew_problem
 from sunk.validate.rules.context import NODES, RuleContext, get
 from sunk.validate.rules.registry import Hit, rule
 
@@ -61,3 +63,69 @@ def image_pinned(ctx: RuleContext) -> Iterator[Hit]:
             yield Hit(path, f"image {image['repository']} has no tag")
         elif str(tag) == "latest":
             yield Hit((*path, "tag"), f"image {image['repository']} uses the `latest` tag")
+
+
+# which daemon each slurm chart image runs, for the skew rule
+_DAEMONS = {"controller": "slurmctld", "accounting": "slurmdbd", "rest": "slurmrestd",
+            "login": "the login Pods' commands", "compute": "slurmd"}  # fmt: skip
+
+
+def _release(image: Any) -> str | None:
+    tag = image.get("tag") if isinstance(image, dict) else None
+    return release_of_tag(tag) if isinstance(tag, str) else None
+
+
+@rule(
+    "SUNK043",
+    "slurm-version-skew",
+    "error",
+    "Images whose Slurm releases break Slurm's upgrade order: slurmdbd older than slurmctld, "
+    "or a slurmd, slurmrestd or login image newer than slurmctld or more than three releases "
+    "behind it.",
+    "upgrade in Slurm's order: accounting first, then the controller, then rest, login and compute",
+)
+def slurm_version_skew(ctx: RuleContext) -> Iterator[Hit]:
+    """Slurm upgrades in one order: slurmdbd, then slurmctld, then slurmrestd, the commands
+    and the slurmds, each at most three major releases behind the daemon it talks to and never
+    ahead of it. A slurmd newer than slurmctld cannot even fetch its configuration (slurmctld
+    logs "Incompatible versions of client and server code"; the slurm tier shows it). The
+    rule reads the Slurm series our image tags name (`0.1.0-slurm24.11`) of the controller,
+    accounting, rest, login and compute images and each group's own; a tag that names no
+    series is not checked.
+
+    Fails:
+        controller:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm24.11}
+        compute:
+          image: {repository: opensunk/slurmd, tag: 0.2.0-slurm26.05}
+
+    Passes:
+        accounting:
+          image: {repository: opensunk/controller, tag: 0.2.0-slurm26.05}
+        controller:
+          image: {repository: opensunk/controller, tag: 0.2.0-slurm26.05}
+        compute:
+          image: {repository: opensunk/slurmd, tag: 0.1.0-slurm24.11}
+    """
+    if ctx.chart == "sunk":
+        return
+    v = ctx.values
+    ctld = _release(get(v, "controller", "image"))
+    if ctld is None:
+        return
+    dbd = _release(get(v, "accounting", "image"))
+    if dbd is not None and get(v, "accounting", "enabled") is not False:
+        problem = skew_problem(ctld, dbd)
+        if problem:
+            message = f"slurmctld {ctld} with slurmdbd {dbd}: {problem}; slurmdbd goes first"
+            yield Hit(("accounting", "image", "tag"), message)
+    below = [(part, (part, "image")) for part in ("rest", "login", "compute")]
+    below += [
+        ("compute", (*NODES, name, "image")) for name, g in ctx.groups.items() if "image" in g
+    ]
+    for part, path in below:
+        release = _release(get(v, *path))
+        problem = skew_problem(release, ctld) if release else None
+        if problem:
+            message = f"{_DAEMONS[part]} {release} with slurmctld {ctld}: {problem}"
+            yield Hit((*path, "tag"), message)
