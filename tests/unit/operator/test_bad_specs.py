@@ -135,3 +135,37 @@ def test_no_condition_message_is_empty():
     for kind, name in (("SlurmCluster", "slurm"), ("NodeSet", "cpu")):
         conds = kube.read(kind, name, op.NS)["status"]["conditions"]
         assert conds and all(c["message"] for c in conds), (kind, conds)
+
+
+def test_skew_slurmd_newer_than_the_controller_waits_without_touching_its_pods():
+    """A NodeSet whose slurmd image names a newer Slurm than the controller's (the default,
+    `0.1.0-slurm24.11`) would only give slurmds that cannot join: the NodeSet keeps its Pods
+    and says why, once as an Event, until the controller goes first."""
+    kube = op._with_cluster(*op.TWO_NODES)
+    kube.put(op.nodeset(replicas=2, image="opensunk/slurmd:0.1.0-slurm24.11"))
+    op.reconcile(kube, "SlurmCluster", "slurm")
+    op.reconcile(kube, "NodeSet", "cpu")
+    before = {
+        p["metadata"]["name"]: p["spec"]["containers"][0]["image"] for p in kube.of_kind("Pod")
+    }
+    assert len(before) == 2 and set(before.values()) == {"opensunk/slurmd:0.1.0-slurm24.11"}
+
+    def newer(spec: dict) -> None:
+        spec["template"]["spec"]["containers"][0]["image"] = "opensunk/slurmd:0.2.0-slurm26.05"
+
+    op.bump(kube, "NodeSet", "cpu", newer)
+    cond = ready(op.reconcile(kube, "NodeSet", "cpu"))
+    assert cond["status"] == "False" and cond["reason"] == "SlurmVersionSkew", cond
+    assert "Slurm 26.05 and slurmctld 24.11: 26.05 is newer than 24.11" in cond["message"]
+    after = {
+        p["metadata"]["name"]: p["spec"]["containers"][0]["image"] for p in kube.of_kind("Pod")
+    }
+    assert after == before
+    op.reconcile(kube, "NodeSet", "cpu")
+    assert len(events(kube, "SlurmVersionSkew")) == 1
+    # the same image with the controller upgraded first: the rollout goes ahead
+    op.bump(kube, "SlurmCluster", "slurm", lambda s: s.update(
+        controller={"image": {"repository": "opensunk/controller", "tag": "0.2.0-slurm26.05"}}
+    ))  # fmt: skip
+    op.reconcile(kube, "SlurmCluster", "slurm")
+    assert ready(op.reconcile(kube, "NodeSet", "cpu"))["reason"] != "SlurmVersionSkew"

@@ -73,6 +73,14 @@ CLUSTER_INVALID = Reason(
     (NODESET,),
     "the NodeSet's SlurmCluster has an invalid spec; the NodeSet waits, its Pods untouched",
 )
+VERSION_SKEW = Reason(
+    "SlurmVersionSkew",
+    Health.DEGRADED,
+    (NODESET,),
+    "the slurmd image's Slurm release is newer than the controller's, or more than three "
+    "releases behind it; Slurm would refuse it, so the NodeSet waits, its Pods untouched "
+    "(upgrade the controller first)",
+)
 PODS_PROGRESSING = Reason(
     "Progressing",
     Health.PROGRESSING,
@@ -157,6 +165,7 @@ REASONS: tuple[Reason, ...] = (
     CONFIG_INVALID,
     CLUSTER_NOT_FOUND,
     CLUSTER_INVALID,
+    VERSION_SKEW,
     PODS_PROGRESSING,
     ALL_PODS_READY,
     NODE_CONFLICT,

@@ -29,6 +29,7 @@ from sunk.operator.nodeset.pod import PodContext, s6_services
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
+from sunk.slurmconf.releases import release_of_tag, skew_problem
 from sunk.syncer.plan import SlurmNode
 
 log = logging.getLogger("sunk.operator.nodeset")
@@ -148,6 +149,31 @@ def pod_context(
     )
 
 
+def _image_tag(image: object) -> str:
+    """The tag of an image reference (``repo:tag``, ``repo:tag@digest``), or ''."""
+    if not isinstance(image, str):
+        return ""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[1] if ":" in name else ""
+
+
+def version_skew(cluster: SlurmClusterSpec, spec: NodeSetSpec) -> str | None:
+    """Why Slurm would refuse this NodeSet's slurmd beside the cluster's slurmctld (the Slurm
+    releases their image tags name, as `sunkctl validate` SUNK043 reads them), or None."""
+    containers = spec.template.spec.get("containers") or []
+    slurmd = next((c for c in containers if isinstance(c, dict) and c.get("name") == "slurmd"), {})
+    node = release_of_tag(_image_tag(slurmd.get("image")))
+    ctld = release_of_tag(cluster.controller.image.tag or "")
+    problem = skew_problem(node, ctld) if node and ctld else None
+    if problem is None:
+        return None
+    return (
+        f"the slurmd image runs Slurm {node} and slurmctld {ctld}: {problem}. Slurm upgrades "
+        "slurmdbd, then slurmctld, then the slurmds; this NodeSet's Pods stay as they are until "
+        "the controller is upgraded (or the slurmd image set back)"
+    )
+
+
 async def reconcile_nodeset(
     kube: Kube,
     body: dict[str, Any],
@@ -202,6 +228,10 @@ async def reconcile_nodeset(
             f"SlurmCluster {cluster_obj['metadata']['name']} has an invalid spec (its Ready "
             "condition lists the problems); waiting for it to be fixed",
         )
+    skew = None if deleting else version_skew(cluster, spec)
+    if skew:
+        await emit_on_change(kube, body, reasons.VERSION_SKEW.name, skew)
+        return await _not_ready(kube, body, reasons.VERSION_SKEW, skew)
     # Safe removal needs a Syncer; without one, Pods are deleted at once (as the README says).
     safe = cluster.syncs()
     link = link_for(ns, cluster.clusterName) if safe else None
