@@ -67,6 +67,7 @@ def release_of(suite: str) -> Release:
             return release
     raise SlurmRootfsError(f"no Slurm release is built from Debian {suite}")
 
+
 # trixie's libmariadb3 (1:11.8.x, MariaDB Connector/C 3.4.10) breaks slurmdbd 24.11.5: its first
 # query fails with "mysql_query failed: 5027 Number of columns in result (=1) set execeeds
 # maxmimum allowed number of columns (=0)" and slurmdbd exits with "fatal:
@@ -197,8 +198,7 @@ def _check_version(version: str | None, release: Release = RELEASES[SLURM_SERIES
     upstream = version.split(":", 1)[-1]
     if not upstream.startswith(release.series + "."):
         raise SlurmRootfsError(
-            f"the {release.suite} root has Slurm {version}; this runtime needs "
-            f"{release.series}.x"
+            f"the {release.suite} root has Slurm {version}; this runtime needs {release.series}.x"
         )
     return version
 
