@@ -525,6 +525,11 @@ class SlurmRuntime:
                 proc.kill()
             proc.wait(10)
 
+    def _retire(self, daemon: _Daemon) -> None:
+        """Stop a daemon and forget it (close() no longer stops it)."""
+        self._stop(daemon)
+        self._daemons.remove(daemon)
+
     def _kill_chrooted(self) -> None:
         """SIGKILL whatever still runs with its root in this run's overlay (slurmstepd, jobs)."""
         assert self.root is not None
@@ -680,8 +685,7 @@ class SlurmRuntime:
         """
         d = self._slurmctld
         if d is not None:
-            self._stop(d)
-            self._daemons.remove(d)
+            self._retire(d)
         if files:
             self.write_files(files)
         self._start_slurmctld(clear_state=False)
@@ -756,8 +760,7 @@ class SlurmRuntime:
         """Stop slurmdbd and start it again (with :meth:`use_release`'s programs: its first
         start converts the database); ready once ``sacctmgr`` gets an answer."""
         for daemon in [d for d in self._daemons if d.name == "slurmdbd"]:
-            self._stop(daemon)
-            self._daemons.remove(daemon)
+            self._retire(daemon)
         self._start_slurmdbd()
 
     def restart_node(self, name: str, *, release: Path | None = None) -> None:
@@ -765,8 +768,7 @@ class SlurmRuntime:
         and start it again; ``release`` as for :meth:`add_node`."""
         node = self.nodes[name]
         if node.daemon is not None:
-            self._stop(node.daemon)
-            self._daemons.remove(node.daemon)
+            self._retire(node.daemon)
         node.daemon = self._spawn_slurmd(node, release)
 
     def _spawn_slurmd(self, node: SlurmNode, release: Path | None) -> _Daemon:
@@ -931,8 +933,7 @@ class SlurmRuntime:
         """Stop a node's slurmd and delete it from the controller."""
         node = self.nodes.pop(name)
         if node.daemon is not None:
-            self._stop(node.daemon)
-            self._daemons.remove(node.daemon)
+            self._retire(node.daemon)
         self.run("scontrol", "delete", f"nodename={name}")
 
     def node_log(self, name: str) -> str:

@@ -169,18 +169,20 @@ def slurm_option_value(ctx: RuleContext) -> Iterator[Hit]:
         if problem:
             yield Hit(("slurmConfig", key), problem)
     partition = option_types.PARTITION
-    for index, part in declared_partitions(ctx):
-        for key, value in as_map(part.get("config")).items():
+    # declared partitions' `config` and groups' `partitionConfig`: (path, whose, the map)
+    maps = [
+        ((*PARTS, index, "config"), f"partition `{part.get('name')}`", part.get("config"))
+        for index, part in declared_partitions(ctx)
+    ]
+    maps += [
+        ((*NODES, name, "partitionConfig"), f"group `{name}`", group.get("partitionConfig"))
+        for name, group in ctx.groups.items()
+    ]
+    for path, whose, config in maps:
+        for key, value in as_map(config).items():
             problem = option_types.value_problem(partition, key, value_text(value))
             if problem:
-                yield Hit(
-                    (*PARTS, index, "config", key), f"partition `{part.get('name')}`: {problem}"
-                )
-    for name, group in ctx.groups.items():
-        for key, value in as_map(group.get("partitionConfig")).items():
-            problem = option_types.value_problem(partition, key, value_text(value))
-            if problem:
-                yield Hit((*NODES, name, "partitionConfig", key), f"group `{name}`: {problem}")
+                yield Hit((*path, key), f"{whose}: {problem}")
     for name, pairs in raw_partitions(ctx):
         for key, value in pairs.items():
             problem = option_types.value_problem(partition, key, value)
