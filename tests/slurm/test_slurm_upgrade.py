@@ -4,12 +4,16 @@ start converts the database), slurmctld (state saved and read back), then each s
 busy one drained first and upgraded once its job has ended, as the NodeSet's safe update
 does. Each daemon restarts with the new release's programs over the same configuration,
 state and keys (``SlurmRuntime.use_release``), as a Pod restarted with a new image keeps its
-volumes. And the skew Slurm forbids: a slurmd newer than slurmctld is refused."""
+volumes. And the skew Slurm forbids: a slurmd newer than slurmctld is refused. Our Slurm
+client (Syncer, Pod Scheduler, metrics) speaks every data_parser version each release serves,
+and follows slurmrestd across the upgrade."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +23,12 @@ from tests.slurm.test_rendered import DATA, inputs_for
 from sunk.devenv import slurm_rootfs
 from sunk.devenv.controlplane import wait_for
 from sunk.devenv.slurm_runtime import SlurmRuntime
+from sunk.scheduler.plan import Job
+from sunk.scheduler.podjob import STARTED, Placeholder, PodRef
 from sunk.slurmconf import Rendered, render_all
+from sunk.syncer.plan import SlurmNode
+from sunk.syncer.restd import VERSIONS, SlurmApiError, Slurmrestd
+from sunk.syncer.slurm_metrics import snapshot
 
 NEXT = slurm_rootfs.RELEASES[slurm_rootfs.NEXT_SERIES]
 NODES = ("cpu-000-001", "cpu-000-002")
@@ -129,3 +138,102 @@ def test_slurm_upgrade_refuses_a_slurmd_newer_than_slurmctld_skew(
     assert _node_versions(rt)[NODES[1]].startswith(slurm_rootfs.SLURM_SERIES + "."), _node_versions(
         rt
     )
+
+
+# What each release's slurmrestd serves of the versions we speak (its OpenAPI listing).
+SPOKEN = {
+    slurm_rootfs.SLURM_SERIES: ["v0.0.41", "v0.0.42"],
+    NEXT.series: ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"],
+}
+PLACEHOLDER = Placeholder(
+    pod=PodRef("tenant", "restd-check", "0b1c"), cpus=1, memory_mib=16, partition="cpu"
+)
+
+
+async def _speaks(restd: Slurmrestd, node_name: str) -> None:
+    """Every call the Syncer, the Pod Scheduler and the metrics make, read back through the
+    parsers they use: a drain and resume, a placeholder job that marks itself started, the
+    metrics' reads, and the errors that mean "already gone". (The placeholders killed before
+    may still be completing: KillWait.)"""
+    nodes = {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
+    assert set(NODES) <= set(nodes) and "DRAIN" not in nodes[node_name].states, nodes
+    await restd.drain(node_name, "k8s: restd check")
+    node = await restd.node(node_name)
+    assert node is not None
+    drained = SlurmNode.from_restd(node)
+    assert "DRAIN" in drained.states and drained.reason == "k8s: restd check", drained
+    await restd.resume(node_name)
+    node = await restd.node(node_name)
+    assert node is not None and "DRAIN" not in SlurmNode.from_restd(node).states, node
+
+    job_id = await restd.submit(PLACEHOLDER.script(), PLACEHOLDER.job())
+    deadline = time.monotonic() + 60
+    while True:
+        found = await restd.job(job_id)
+        job = Job.from_restd(found) if found else None
+        if job is not None and job.extra == STARTED:
+            break
+        assert time.monotonic() < deadline, f"placeholder {job_id}: {found}"
+        await asyncio.sleep(0.5)
+    assert job.pod == PLACEHOLDER.pod and "RUNNING" in job.states and job.nodes, job
+    samples = snapshot(
+        await restd.nodes(), await restd.jobs(), await restd.partitions(), await restd.diag()
+    )
+    assert samples["slurm_queue_running"][0][1] >= 1, samples["slurm_queue_running"]
+    assert samples["slurm_node_cpu_alloc"] and samples["slurm_controller_rpc_count"], samples
+    cpu_total = dict(samples["slurm_partition_cpu_total"])
+    assert cpu_total[("cpu",)] > 0, cpu_total
+    await restd.signal_job(job_id, "KILL")
+
+    with pytest.raises(SlurmApiError) as caught:
+        await restd.delete_node("no-such-node")
+    assert Slurmrestd.missing(caught.value), caught.value
+    assert await restd.job(999_999) is None
+
+
+def _speaks_each_version(rt: SlurmRuntime, url: str, series: str) -> list[str]:
+    spoken = []
+    for version in SPOKEN[series]:
+        restd = Slurmrestd(url, rt.jwt_key, version=version)
+        try:
+            asyncio.run(_speaks(restd, NODES[1]))
+        finally:
+            asyncio.run(restd.close())
+        spoken.append(version)
+    return spoken
+
+
+def test_slurm_upgrade_restd_client_speaks_both_releases_and_follows_the_upgrade(
+    old_cluster: tuple[SlurmRuntime, Rendered], next_root: Path
+):
+    rt, _ = old_cluster
+    assert set(VERSIONS) >= {v for vs in SPOKEN.values() for v in vs}
+    url = rt.start_restd()
+    loop = asyncio.new_event_loop()
+    live = Slurmrestd(url, rt.jwt_key)  # negotiates, as the Syncer's client does
+    try:
+        loop.run_until_complete(live.nodes())
+        assert live.version == "v0.0.42", live.version  # 24.11's newest
+        assert _speaks_each_version(rt, url, slurm_rootfs.SLURM_SERIES) == ["v0.0.41", "v0.0.42"]
+
+        rt.use_release(next_root)
+        rt.restart_accounting()
+        rt.restart_controller(push_to_nodes=False)
+        for name in NODES:
+            rt.restart_node(name)
+        rt.wait_nodes_idle(NODES, timeout=120)
+        rt.restart_restd()
+        assert _version(rt).startswith(NEXT.series + "."), _version(rt)
+
+        # The client made before the upgrade keeps v0.0.42, which 26.05 still serves; one
+        # that had chosen v0.0.41 (what our previous release always spoke) gets 26.05's
+        # "Unable to find requested URL endpoint" 404, asks again and takes v0.0.45.
+        assert {n["name"] for n in loop.run_until_complete(live.nodes())} >= set(NODES)
+        assert live.version == "v0.0.42", live.version
+        live.version = "v0.0.41"
+        assert {n["name"] for n in loop.run_until_complete(live.nodes())} >= set(NODES)
+        assert live.version == "v0.0.45", live.version
+        assert _speaks_each_version(rt, url, NEXT.series) == SPOKEN[NEXT.series]
+    finally:
+        loop.run_until_complete(live.close())
+        loop.close()

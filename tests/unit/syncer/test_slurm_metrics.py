@@ -12,9 +12,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from sunk.syncer.restd import API, Slurmrestd
+from sunk.syncer.restd import OPENAPI, Slurmrestd
 from sunk.syncer.slurm_metrics import METRICS, MIB, SlurmMetrics, gres_gpus, snapshot
 
+API = "/slurm/v0.0.41"  # the version the recorded JSON came from
 DATA = json.loads((Path(__file__).parent / "data" / "restd_v0.0.41.json").read_text())
 NODES = DATA["nodes"]["nodes"]
 JOBS = DATA["jobs"]["jobs"]
@@ -221,8 +222,12 @@ def test_restd_reads_jobs_partitions_and_diag():
         key = request.path.removeprefix(API + "/").rstrip("/")
         return web.json_response(DATA[key])
 
+    async def openapi(_: web.Request) -> web.Response:
+        return web.json_response({"paths": {API + "/ping": {}}})
+
     async def run():
         app = web.Application()
+        app.router.add_get(OPENAPI, openapi)
         app.router.add_get(API + "/{what}", answer)
         async with TestServer(app) as server:
             restd = Slurmrestd(str(server.make_url("")), b"k" * 32)
@@ -233,7 +238,7 @@ def test_restd_reads_jobs_partitions_and_diag():
 
     jobs, partitions, diag = asyncio.run(run())
     assert jobs == JOBS and partitions == PARTITIONS and diag == DIAG
-    assert seen == [
+    assert seen == [  # after the OpenAPI listing, which names only v0.0.41
         ("GET", f"{API}/jobs", "slurm"),
         ("GET", f"{API}/partitions", "slurm"),
         ("GET", f"{API}/diag", "slurm"),

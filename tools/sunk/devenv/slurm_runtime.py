@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from sunk.devenv import slurm_rootfs
 from sunk.slurmconf import Endpoints
-from sunk.syncer.restd import API, USER, mint_token
+from sunk.syncer.restd import USER, VERSIONS, mint_token
 
 if TYPE_CHECKING:
     from sunk.devenv.uml import UmlMachine
@@ -167,6 +167,7 @@ class SlurmRuntime:
         self._uids: dict[str, tuple[int, int]] = {}
         self._reserved: dict[str, str] = {}
         self._slurmctld: _Daemon | None = None
+        self._restd: tuple[_Daemon, str] | None = None  # slurmrestd and its user
         self._jwt_key = secrets.token_bytes(64)
         self._machines: list[UmlMachine] = []  # add_uml_node's
         # another release's root whose /usr what starts from now on runs (use_release)
@@ -736,12 +737,21 @@ class SlurmRuntime:
             ],
             user=f"{uid}:{gid}",
         )  # fmt: skip
+        self._restd = (d, user)
 
         def probe():
             return _restd_ping(sock, self._jwt_key)
 
         self._wait("slurmrestd", probe, d, timeout)
         return f"unix:{sock}"
+
+    def restart_restd(self) -> str:
+        """Stop slurmrestd and start it again (with :meth:`use_release`'s programs), on the
+        same socket; returns its URL as :meth:`start_restd` does."""
+        assert self._restd is not None, "start_restd() first"
+        daemon, user = self._restd
+        self._retire(daemon)
+        return self.start_restd(user=user)
 
     def use_release(self, rootfs: Path) -> None:
         """Run what starts from now on (daemons restarted with :meth:`restart_accounting`,
@@ -1110,26 +1120,32 @@ def cleanup_stale(base: Path | str | None = None) -> list[Path]:
 
 
 def _restd_ping(sock: Path, key: bytes) -> tuple[bool, str]:
-    """``GET /slurm/v0.0.41/ping`` through slurmrestd's unix socket with a JWT for SlurmUser."""
+    """``GET /slurm/<version>/ping`` through slurmrestd's unix socket with a JWT for
+    SlurmUser, for the newest data_parser version we speak that this release serves."""
     if not sock.exists():
         return False, f"{sock} does not exist yet"
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(10)
-            conn.connect(str(sock))
-            conn.sendall(
-                (
-                    f"GET {API}/ping HTTP/1.1\r\nHost: slurmrestd\r\nConnection: close\r\n"
-                    f"X-SLURM-USER-NAME: {USER}\r\nX-SLURM-USER-TOKEN: {mint_token(key)}\r\n\r\n"
-                ).encode()
-            )
-            answer = b""
-            while chunk := conn.recv(65536):
-                answer += chunk
-    except OSError as exc:
-        return False, f"slurmrestd: {exc}"
-    head = answer.split(b"\r\n", 1)[0].decode(errors="replace")
-    return head.split()[1:2] == ["200"], head or "no answer"
+    head = "no answer"
+    for version in reversed(VERSIONS):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(10)
+                conn.connect(str(sock))
+                conn.sendall(
+                    (
+                        f"GET /slurm/{version}/ping HTTP/1.1\r\nHost: slurmrestd\r\n"
+                        f"Connection: close\r\nX-SLURM-USER-NAME: {USER}\r\n"
+                        f"X-SLURM-USER-TOKEN: {mint_token(key)}\r\n\r\n"
+                    ).encode()
+                )
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+        except OSError as exc:
+            return False, f"slurmrestd: {exc}"
+        head = answer.split(b"\r\n", 1)[0].decode(errors="replace") or "no answer"
+        if head.split()[1:2] != ["404"]:  # 404: this release does not serve the version
+            break
+    return head.split()[1:2] == ["200"], head
 
 
 def _sql(value: str) -> str:

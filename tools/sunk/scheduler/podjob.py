@@ -118,7 +118,8 @@ class Placeholder:
         )
 
     def job(self) -> dict[str, Any]:
-        """The ``job`` of slurmrestd's ``POST /job/submit`` (data_parser v0.0.41)."""
+        """The ``job`` of slurmrestd's ``POST /job/submit`` (the same fields in data_parser
+        v0.0.41 to v0.0.45)."""
         job: dict[str, Any] = {
             "name": f"pod-{self.pod.namespace}-{self.pod.name}"[:200],
             "comment": self.pod.comment(),

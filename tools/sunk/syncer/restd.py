@@ -1,20 +1,35 @@
-"""slurmrestd's OpenAPI (data_parser v0.0.41, served by Slurm 24.11), with JWTs the Syncer mints
-from the cluster's auth/jwt key for SlurmUser ``slurm``: Slurm's own interface, no CLI text."""
+"""slurmrestd's OpenAPI, with JWTs the Syncer mints from the cluster's auth/jwt key for
+SlurmUser ``slurm``: Slurm's own interface, no CLI text.
+
+Each Slurm release serves a few data_parser versions (24.11: v0.0.40–v0.0.42; 26.05:
+v0.0.42–v0.0.45) and drops old ones, so the client reads slurmrestd's OpenAPI listing and
+speaks the newest version of :data:`VERSIONS` it serves; when slurmrestd is replaced by
+another release under it (an upgrade), the old paths answer 404 and the client asks again.
+The fields we read and write have the same shape in every version listed (checked against
+the releases in ``tests/slurm/test_restd_versions.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 from typing import Any, Protocol
 
 import aiohttp
 
-API = "/slurm/v0.0.41"
+# The data_parser versions we speak, oldest first.
+VERSIONS = ("v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45")
+OPENAPI = "/openapi/v3"
+# The start of slurmrestd's 404 text for a path none of its data parsers serves.
+NOT_SERVED = "Unable to find requested URL endpoint"
 USER = "slurm"  # SlurmUser: an operator of Slurm; slurmrestd refuses tokens for root
 TOKEN_SECONDS = 600
+
+log = logging.getLogger(__name__)
 
 
 class KeySource(Protocol):
@@ -59,6 +74,29 @@ def mint_token(key: bytes, user: str = USER, lifespan: int = TOKEN_SECONDS) -> s
     return f"{header}.{claims}.{_b64(signature)}"
 
 
+def served_versions(openapi: dict[str, Any]) -> list[str]:
+    """The data_parser versions an OpenAPI document lists under ``/slurm/<version>/``, sorted."""
+    found = {
+        path.split("/")[2]
+        for path in openapi.get("paths") or {}
+        if path.startswith("/slurm/v") and path.count("/") >= 3
+    }
+    return sorted(found, key=_version_key)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in version.removeprefix("v").split("."))
+    except ValueError:
+        return (-1,)
+
+
+def newest_known(served: list[str]) -> str | None:
+    """The newest of :data:`VERSIONS` that ``served`` has, or None."""
+    known = [v for v in served if v in VERSIONS]
+    return max(known, key=_version_key) if known else None
+
+
 def _error_text(error: dict[str, Any]) -> str:
     """slurmrestd 24.11 puts what failed in ``description`` and why in ``error``: ``Failure to
     update node x (Invalid node name specified)``; both, so :meth:`Slurmrestd.missing` sees
@@ -80,7 +118,12 @@ class Slurmrestd:
         timeout: float = 10.0,
         pool_size: int = 100,
         persistent: bool = True,
+        version: str | None = None,
     ) -> None:
+        """``version``: the data_parser version to speak (one of :data:`VERSIONS`); default:
+        the newest slurmrestd serves, asked at the first call."""
+        if version is not None and version not in VERSIONS:
+            raise ValueError(f"data_parser {version}: we speak {', '.join(VERSIONS)}")
         self.url = url.rstrip("/")
         self._pool = {"limit": pool_size, "force_close": not persistent}
         self._socket = url.removeprefix("unix:") if url.startswith("unix:") else None
@@ -90,6 +133,9 @@ class Slurmrestd:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._token = ("", 0.0)
+        self.version = version
+        self._fixed = version is not None
+        self._negotiating = asyncio.Lock()
 
     def _headers(self) -> dict[str, str]:
         token, expires = self._token
@@ -98,7 +144,7 @@ class Slurmrestd:
             self._token = (token, time.time() + TOKEN_SECONDS)
         return {"X-SLURM-USER-NAME": USER, "X-SLURM-USER-TOKEN": token}
 
-    async def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = (
                 aiohttp.UnixConnector(path=self._socket, **self._pool)
@@ -106,22 +152,67 @@ class Slurmrestd:
                 else aiohttp.TCPConnector(**self._pool)
             )
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        return self._session
+
+    async def _request(self, method: str, url_path: str, body: Any) -> tuple[int, str]:
         self.requests += 1
         try:
-            async with self._session.request(
-                method, self._base + API + path, json=body, headers=self._headers()
+            async with self._open().request(
+                method, self._base + url_path, json=body, headers=self._headers()
             ) as response:
-                text = await response.text()
+                return response.status, await response.text()
+        except aiohttp.ClientResponseError as exc:
+            # slurmrestd 26.05 writes its "not served" 404 twice on one connection; aiohttp
+            # refuses the second response, with the text of the first in its message.
+            if NOT_SERVED in str(exc.message):
+                return 404, NOT_SERVED
+            raise SlurmApiError(f"{method} {url_path}: {type(exc).__name__}: {exc}") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise SlurmApiError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise SlurmApiError(f"{method} {url_path}: {type(exc).__name__}: {exc}") from exc
+
+    async def negotiate(self) -> str:
+        """Ask slurmrestd which data_parser versions it serves (its OpenAPI listing) and
+        choose the newest we speak; the choice is kept until a path answers 404."""
+        async with self._negotiating:  # concurrent first calls ask once
+            if self.version is not None:
+                return self.version
+            status, text = await self._request("GET", OPENAPI, None)
+            if status != 200:
+                raise SlurmApiError(f"GET {OPENAPI}: HTTP {status}: {text[:300]}")
+            try:
+                served = served_versions(json.loads(text))
+            except (ValueError, AttributeError) as exc:
+                raise SlurmApiError(f"GET {OPENAPI}: not an OpenAPI document: {exc}") from exc
+            chosen = newest_known(served)
+            if chosen is None:
+                raise SlurmApiError(
+                    f"slurmrestd at {self.url} serves data_parser "
+                    f"{', '.join(served) or 'no version'}; we speak {', '.join(VERSIONS)}"
+                )
+            log.info("slurmrestd at %s serves %s: speaking %s", self.url, ", ".join(served), chosen)
+            self.version = chosen
+            return chosen
+
+    async def _call(
+        self, method: str, path: str, body: Any = None, *, asked: bool = False
+    ) -> dict[str, Any]:
+        version = self.version or await self.negotiate()
+        status, text = await self._request(method, f"/slurm/{version}{path}", body)
         try:
             data = json.loads(text) if text else {}
         except ValueError:
             data = {}
+        if status == 404 and not data and not self._fixed and not asked:
+            # Not a data parser's answer: this slurmrestd does not serve the version (another
+            # release replaced the one we asked). Ask again, once.
+            if self.version == version:
+                self.version = None
+            if await self.negotiate() != version:
+                return await self._call(method, path, body, asked=True)
         errors = data.get("errors") or []
-        if response.status >= 400 or errors:
+        if status >= 400 or errors:
             detail = "; ".join(map(_error_text, errors))
-            raise SlurmApiError(f"{method} {path}: HTTP {response.status}: {detail or text[:300]}")
+            raise SlurmApiError(f"{method} {path}: HTTP {status}: {detail or text[:300]}")
         return data
 
     async def nodes(self) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Slurm cluster metrics under the names CoreWeave SUNK uses (``slurm_nodes_*``,
-``slurm_queue_*``, ``slurm_partition_*``, …), made from what slurmrestd (data_parser v0.0.41,
-Slurm 24.11) returns for ``GET /nodes``, ``/jobs``, ``/partitions`` and ``/diag``.
+``slurm_queue_*``, ``slurm_partition_*``, …), made from what slurmrestd (data_parser v0.0.41 to
+v0.0.45, Slurm 24.11 and 26.05) returns for ``GET /nodes``, ``/jobs``, ``/partitions`` and
+``/diag``.
 
 One operator serves many Slurm clusters, so every series carries ``namespace`` and ``cluster``.
 ``SlurmMetrics`` keeps the latest snapshot per cluster; a custom collector yields exactly those
