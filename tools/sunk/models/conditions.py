@@ -123,6 +123,15 @@ WAITING_FOR_JOBS = Reason(
     (NODESET,),
     "Pods being removed are drained in Slurm and wait for their jobs to end",
 )
+PARTITION_IN_USE = Reason(
+    "PartitionInUse",
+    Health.PROGRESSING,
+    (NODESET,),
+    "the NodeSet is deleted and its Pods are gone, but jobs that have not ended still name its "
+    "partition: slurmctld would end them if the partition left its configuration, so the "
+    "NodeSet (and its partition line) stays until they end or move (`scontrol update "
+    "jobid=… partition=…`, or `scancel`)",
+)
 NO_REMOVAL = Reason("NoRemoval", Health.HEALTHY, (NODESET,), "no Pod is waiting to be removed")
 # SlurmCluster
 COMPONENT_READY = Reason(
@@ -174,6 +183,7 @@ REASONS: tuple[Reason, ...] = (
     TEMPLATE_CHANGED,
     UPDATE_BLOCKED,
     WAITING_FOR_JOBS,
+    PARTITION_IN_USE,
     NO_REMOVAL,
     COMPONENT_READY,
     ALL_COMPONENTS_READY,

@@ -210,12 +210,23 @@ def partition_lines(inputs: ClusterInputs, warnings: list[str]) -> list[str]:
     lines = []
     for index, part in enumerate(inputs.cluster.compute.partitions):
         where = f"compute.partitions[{index}]"
+        # names, never quoted: the guard sees every one, even those left out below
+        check_value(",".join(part.nodeSets), FILE, f"{where}.nodeSets", words=True)
         members = [by_name[n] for n in part.nodeSets if n in by_name]
         if "ALL" in part.nodeSets:
             members, nodes = list(by_name.values()), "ALL"
         else:
-            nodes = ",".join(part.nodeSets)
-        check_value(nodes, FILE, f"{where}.nodeSets", words=True)  # names, never quoted
+            # A name Slurm has no NodeSet line for is fatal to slurmctld ("Invalid node names
+            # in partition"): a NodeSet deleted while the cluster's partitions still name it
+            # is left out; the partition stays, with no nodes if none remain, so the jobs
+            # queued in it stay valid.
+            gone = [n for n in part.nodeSets if n not in by_name]
+            if gone:
+                warnings.append(
+                    f"{where}.nodeSets: no NodeSet {', '.join(gone)} in this cluster; "
+                    "left out of the partition"
+                )
+            nodes = ",".join(m.name for m in members) or None
         mems = [m for m in (def_mem_per_cpu(ns, reserved) for ns in members) if m]
         config: dict[str, object] = {
             "PartitionName": part.name,

@@ -24,6 +24,7 @@ from sunk.syncer.plan import (
     POD_CONDITION,
     Actions,
     SlurmNode,
+    jobs_naming_partition,
     plan,
 )
 from sunk.syncer.restd import SlurmApiError, Slurmrestd, client_for
@@ -99,6 +100,12 @@ class Syncer:
         except (SlurmApiError, RuntimeError) as exc:
             self.log.warning("could not read the Slurm nodes: %s", exc)
             return None
+
+    async def partition_jobs(self, partition: str) -> list[int]:
+        """Ids of the jobs that have not ended and name ``partition``, read now (raises
+        SlurmApiError when slurmrestd does not answer)."""
+        restd = await self._client()
+        return jobs_naming_partition(await restd.jobs(), partition)
 
     async def forget(self, node: str) -> None:
         """Delete a dynamic node record (its Pod is gone); one already gone is fine."""

@@ -31,6 +31,12 @@ OUT_OF_SERVICE = {"DRAIN", "DOWN", "FAIL"}
 BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}  # a job runs or is being cleaned up
 UNREACHABLE = {"DOWN", "NOT_RESPONDING", "FUTURE", "UNKNOWN"}
 DYNAMIC = "DYNAMIC_NORM"  # registered by `slurmd -Z`: the record is ours to delete
+# Job base states of a job that has ended (slurmrestd's `job_state` lists the base state and
+# flags; a COMPLETING flag means it still holds its nodes).
+JOB_ENDED = {
+    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+    "DEADLINE", "OUT_OF_MEMORY",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,21 @@ class SlurmNode:
         state = node.get("state") or []
         states = frozenset([state] if isinstance(state, str) else state)
         return cls(node["name"], frozenset(s.upper() for s in states), node.get("reason") or "")
+
+
+def jobs_naming_partition(jobs: list[dict[str, Any]], partition: str) -> list[int]:
+    """Ids of the jobs (slurmrestd's ``/jobs``) that have not ended and name ``partition``,
+    alone or among others (``--partition=a,b``): the jobs slurmctld ends as NODE_FAIL when the
+    partition leaves its configuration (seen with 24.11, held pending jobs included)."""
+    found = []
+    for job in jobs:
+        states = job.get("job_state") or []
+        states = {states} if isinstance(states, str) else set(states)
+        if states & JOB_ENDED and "COMPLETING" not in states:
+            continue
+        if partition in str(job.get("partition") or "").split(","):
+            found.append(int(job["job_id"]))
+    return sorted(found)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Reconcile one NodeSet: create pinned slurmd Pods on the Nodes it takes, label those Nodes
 (``claims``), remove Pods safely (``removal``), write status. A deleted NodeSet keeps a
-finalizer until its Pods are gone."""
+finalizer until its Pods are gone and no job that has not ended names its partition."""
 
 from __future__ import annotations
 
@@ -44,8 +44,12 @@ class SlurmLink(Protocol):
 
     async def read_now(self) -> Mapping[str, SlurmNode] | None: ...
 
+    async def partition_jobs(self, partition: str) -> list[int]: ...
+
 
 LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) → the Syncer
+# How often a deleted NodeSet whose partition jobs still name looks again.
+PARTITION_RECHECK_SECONDS = 30
 
 
 def _no_link(_ns: str, _cluster: str) -> SlurmLink | None:
@@ -305,8 +309,15 @@ async def reconcile_nodeset(
     if steps.recheck_in is not None and recheck is not None:
         recheck(steps.recheck_in + 1)
     if deleting and not pods:
-        await _set_finalizer(kube, body, False)
-        return result.status  # the NodeSet is gone now: no status to write
+        waiting = await _partition_wait(link, name)
+        if waiting is None:
+            await _set_finalizer(kube, body, False)
+            return result.status  # the NodeSet is gone now: no status to write
+        await emit_on_change(kube, body, reasons.PARTITION_IN_USE.name, waiting)
+        if recheck is not None:
+            recheck(PARTITION_RECHECK_SECONDS)
+        ready = conditions.condition("Ready", False, reasons.PARTITION_IN_USE, waiting)
+        return await _write_status(kube, body, result.status, [ready])
     if result.invalid is not None:
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, result.invalid)
     return await _write_status(kube, body, result.status, _conditions(result, steps, grace))
@@ -377,6 +388,26 @@ async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.S
             "and its jobs fail",
         )
     await bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
+
+
+async def _partition_wait(link: SlurmLink | None, partition: str) -> str | None:
+    """Why a deleted NodeSet whose Pods are gone must stay (None: it may go). Its partition
+    line goes with it, and slurmctld ends every job that still names a partition its
+    configuration lost, pending ones included; so the NodeSet waits until none does."""
+    if link is None:
+        return f"waiting for the cluster's Syncer to read which jobs name partition {partition}"
+    try:
+        jobs = await link.partition_jobs(partition)
+    except Exception as exc:  # slurmrestd away: not knowing is not "no job"
+        return f"cannot read which jobs name partition {partition} ({exc}); waiting"
+    if not jobs:
+        return None
+    shown = ", ".join(map(str, jobs[:20])) + (", …" if len(jobs) > 20 else "")
+    return (
+        f"{len(jobs)} job(s) that have not ended name partition {partition} ({shown}); "
+        "slurmctld would end them if the partition left its configuration: the NodeSet stays "
+        "until they end, move (`scontrol update jobid=<id> partition=<other>`) or are cancelled"
+    )
 
 
 def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
