@@ -14,6 +14,7 @@ from sunk.cli.argocd_cmd import argocd_app
 from sunk.cli.common import SunkCommand
 from sunk.cli.demo_cmd import demo
 from sunk.cli.dev_cmd import dev_app
+from sunk.cli.migrate_cmd import migrate
 from sunk.cli.render_cmd import EPILOG as RENDER_EPILOG
 from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
@@ -51,6 +52,7 @@ app.command(cls=SunkCommand)(schema)
 app.command(cls=SunkCommand, epilog=RENDER_EPILOG)(render)
 app.command(cls=SunkCommand)(demo)
 app.command(cls=SunkCommand)(validate)
+app.command(cls=SunkCommand)(migrate)
 
 
 def run() -> None:
