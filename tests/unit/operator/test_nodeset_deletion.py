@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from sunk.operator import names
-from sunk.operator.nodeset.reconcile import PARTITION_RECHECK_SECONDS, reconcile_nodeset
+from sunk.operator.nodeset.reconcile import WAIT_RECHECK_SECONDS, reconcile_nodeset
 from sunk.syncer.plan import jobs_naming_partition
 from sunk.syncer.restd import SlurmApiError
 from tests.argocd.operator_status import NS, node, nodeset, slurm_cluster
@@ -70,7 +70,7 @@ def events(kube: FakeKube) -> list[tuple[str, str]]:
 
 def test_a_deleted_nodeset_waits_while_jobs_name_its_partition_then_goes():
     kube, link = deleted_nodeset(), Link([3, 4])
-    assert reconcile(kube, link) == [PARTITION_RECHECK_SECONDS]
+    assert reconcile(kube, link) == [WAIT_RECHECK_SECONDS]
     assert link.asked == ["gpu"]
     stored = kube.read("NodeSet", "gpu", NS)
     assert stored["metadata"]["finalizers"] == [names.FINALIZER_SAFE_REMOVAL]

@@ -81,6 +81,14 @@ VERSION_SKEW = Reason(
     "releases behind it; Slurm would refuse it, so the NodeSet waits, its Pods untouched "
     "(upgrade the controller first)",
 )
+SLURM_UPGRADE_WAITING = Reason(
+    "SlurmUpgradeWaiting",
+    Health.PROGRESSING,
+    _BOTH,
+    "a newer Slurm release waits for the daemon Slurm upgrades before it (slurmdbd, then "
+    "slurmctld, then slurmrestd, login and the slurmds) to run it, rolled out and ready; "
+    "until then the component keeps the release it runs",
+)
 PODS_PROGRESSING = Reason(
     "Progressing",
     Health.PROGRESSING,
@@ -175,6 +183,7 @@ REASONS: tuple[Reason, ...] = (
     CLUSTER_NOT_FOUND,
     CLUSTER_INVALID,
     VERSION_SKEW,
+    SLURM_UPGRADE_WAITING,
     PODS_PROGRESSING,
     ALL_PODS_READY,
     NODE_CONFLICT,

@@ -212,6 +212,12 @@ class ClusterKeys(Strict):
 class SlurmClusterStatus(Strict):
     observedGeneration: int | None = Field(default=None, description="Last reconciled generation.")
     configHash: str | None = Field(default=None, description="Hash of the rendered Slurm files.")
+    slurmctldRelease: str | None = Field(
+        default=None,
+        description="The Slurm release slurmctld runs (its image tag's series), once rolled out "
+        "and ready; NodeSets' slurmd images wait until it is not older than theirs.",
+        pattern=r"^[0-9]{2}\.[0-9]{2}$",
+    )
     keys: ClusterKeys = Field(
         default_factory=ClusterKeys,
         description="The key Secrets the operator created, with fingerprints. A recorded key "

@@ -26,6 +26,22 @@ def release_of_tag(tag: str) -> str | None:
     return match.group(1) if match else None
 
 
+def release_of_image(image: object) -> str | None:
+    """The Slurm series of an image reference's tag (``repo:0.1.0-slurm24.11``,
+    ``repo:tag@sha256:…``), or None (no tag, or a tag naming no series)."""
+    if not isinstance(image, str):
+        return None
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return release_of_tag(name.split(":", 1)[1]) if ":" in name else None
+
+
+def newer(release: str, than: str) -> bool:
+    """``release`` comes after ``than`` (both known major releases)."""
+    if release not in MAJOR_RELEASES or than not in MAJOR_RELEASES:
+        return False
+    return MAJOR_RELEASES.index(release) > MAJOR_RELEASES.index(than)
+
+
 def skew_problem(older: str, newer: str) -> str | None:
     """Why a daemon on ``older`` cannot talk to one on ``newer`` that Slurm's order puts
     above it (slurmdbd above slurmctld, slurmctld above the rest), or None."""

@@ -19,7 +19,7 @@ from sunk.operator import conditions, names, shared_volumes
 from sunk.operator.apply import create_once, ensure
 from sunk.operator.cache import Listed, Reader
 from sunk.operator.client import ApiError, Kube, path_for
-from sunk.operator.cluster import keyguard, keys, rollout
+from sunk.operator.cluster import keyguard, keys, rollout, upgrade
 from sunk.operator.cluster.accounting import slurmdbd_secret
 from sunk.operator.cluster.base import ClusterContext
 from sunk.operator.cluster.network import network_policies, operator_peer, policy_names
@@ -226,12 +226,24 @@ async def reconcile_cluster(
     if login_problem:
         await emit_on_change(kube, body, reasons.CONFIG_INVALID.name, login_problem)
     objects, policies = build_objects(ctx, database, login_problem, operator_namespace)
-    problems = await apply_objects(kube, objects)
+    staging = await upgrade.stage(kube, objects)  # Slurm's order when releases change
+    problems = await apply_objects(kube, staging.objects)
     problems += await remove_switched_off(kube, ctx, policies, login_problem)
-    conds = await component_conditions(kube, body, spec, objects, database, login_problem, problems)
+    conds = await component_conditions(
+        kube, body, spec, staging.objects, database, login_problem, problems, staging
+    )
     if database.problem:
         await emit_on_change(kube, body, reasons.DATABASE_UNAVAILABLE.name, database.problem)
-    return await _write_status(kube, body, conds, rendered.config_hash, keys_state.records)
+    for component, why in staging.held.items():
+        await emit_on_change(kube, body, reasons.SLURM_UPGRADE_WAITING.name, f"{component}: {why}")
+    return await _write_status(
+        kube,
+        body,
+        conds,
+        rendered.config_hash,
+        keys_state.records,
+        staging.running.get("controller"),
+    )
 
 
 @dataclass(frozen=True)
@@ -350,6 +362,7 @@ async def component_conditions(
     database: Database,
     login_problem: str,
     problems: list[tuple[str, str]],
+    staging: upgrade.Staging | None = None,
 ) -> list[dict[str, Any]]:
     """Ready, one <Component>Ready per component (from its workloads, naming each Pod that is
     not ready and why; a stuck Pod of an older revision is replaced: ``rollout``), and a
@@ -375,6 +388,12 @@ async def component_conditions(
             ready, reason, message = False, reasons.DATABASE_UNAVAILABLE, database.problem
         if component == "Login" and login_problem:
             ready, reason, message = False, reasons.CONFIG_INVALID, login_problem
+        label = component.lower()
+        if staging is not None and label in staging.held:
+            ready, reason = False, reasons.SLURM_UPGRADE_WAITING
+            message = f"{staging.held[label]}; {message}"
+        elif staging is not None and label in staging.notes and not ready:
+            message = f"{staging.notes[label]}; {message}"
         conds.append(conditions.condition(f"{component}Ready", ready, reason, message))
     for kind, message in problems:
         conds.append(
@@ -424,12 +443,16 @@ async def _write_status(
     conds: list[dict[str, Any]],
     config_hash: str | None = None,
     keys: dict[str, dict[str, str]] | None = None,
+    slurmctld_release: str | None = None,
 ) -> dict[str, Any]:
     """A path that renders nothing (or reads no keys) keeps the previous configHash (or
     status.keys): the merge patch would keep them anyway, and leaving them out of the
-    comparison would make every reconcile write."""
+    comparison would make every reconcile write. So does slurmctld's release while it rolls."""
     old = body.get("status") or {}
     fields: dict[str, Any] = {}
+    release = slurmctld_release or old.get("slurmctldRelease")
+    if release:
+        fields["slurmctldRelease"] = release
     if config_hash or old.get("configHash"):
         fields["configHash"] = config_hash or old["configHash"]
     keys = old.get("keys") if keys is None else keys

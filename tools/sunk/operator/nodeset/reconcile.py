@@ -29,7 +29,7 @@ from sunk.operator.nodeset.pod import PodContext, s6_services
 from sunk.slurmconf import Endpoints, NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
-from sunk.slurmconf.releases import release_of_tag, skew_problem
+from sunk.slurmconf.releases import release_of_image, release_of_tag, skew_problem
 from sunk.syncer.plan import SlurmNode
 
 log = logging.getLogger("sunk.operator.nodeset")
@@ -48,8 +48,9 @@ class SlurmLink(Protocol):
 
 
 LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) → the Syncer
-# How often a deleted NodeSet whose partition jobs still name looks again.
-PARTITION_RECHECK_SECONDS = 30
+# How often a NodeSet waiting on Slurm (jobs naming its partition, slurmctld's upgrade) looks
+# again: neither wakes it.
+WAIT_RECHECK_SECONDS = 30
 
 
 def _no_link(_ns: str, _cluster: str) -> SlurmLink | None:
@@ -153,25 +154,28 @@ def pod_context(
     )
 
 
-def _image_tag(image: object) -> str:
-    """The tag of an image reference (``repo:tag``, ``repo:tag@digest``), or ''."""
-    if not isinstance(image, str):
-        return ""
-    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
-    return name.split(":", 1)[1] if ":" in name else ""
-
-
-def version_skew(cluster: SlurmClusterSpec, spec: NodeSetSpec) -> str | None:
-    """Why Slurm would refuse this NodeSet's slurmd beside the cluster's slurmctld (the Slurm
-    releases their image tags name, as `sunkctl validate` SUNK043 reads them), or None."""
+def version_skew(
+    cluster: SlurmClusterSpec, spec: NodeSetSpec, running: str | None = None
+) -> tuple[Reason, str] | None:
+    """Why Slurm would refuse this NodeSet's slurmd beside the cluster's slurmctld, or None:
+    the Slurm releases their image tags name (as `sunkctl validate` SUNK043 reads them), with
+    ``running`` (the SlurmCluster's ``status.slurmctldRelease``) for what slurmctld runs now.
+    A slurmd waiting for slurmctld's upgrade in progress is SlurmUpgradeWaiting, not a skew."""
     containers = spec.template.spec.get("containers") or []
     slurmd = next((c for c in containers if isinstance(c, dict) and c.get("name") == "slurmd"), {})
-    node = release_of_tag(_image_tag(slurmd.get("image")))
-    ctld = release_of_tag(cluster.controller.image.tag or "")
+    node = release_of_image(slurmd.get("image"))
+    wanted = release_of_tag(cluster.controller.image.tag or "")
+    ctld = running or wanted
     problem = skew_problem(node, ctld) if node and ctld else None
     if problem is None:
         return None
-    return (
+    if running and wanted and node and skew_problem(node, wanted) is None:
+        return reasons.SLURM_UPGRADE_WAITING, (
+            f"the slurmd image runs Slurm {node}; slurmctld runs {running} and is being "
+            f"upgraded to {wanted}: this NodeSet's Pods stay as they are until it runs it "
+            "(Slurm upgrades slurmdbd, then slurmctld, then the slurmds)"
+        )
+    return reasons.VERSION_SKEW, (
         f"the slurmd image runs Slurm {node} and slurmctld {ctld}: {problem}. Slurm upgrades "
         "slurmdbd, then slurmctld, then the slurmds; this NodeSet's Pods stay as they are until "
         "the controller is upgraded (or the slurmd image set back)"
@@ -232,10 +236,14 @@ async def reconcile_nodeset(
             f"SlurmCluster {cluster_obj['metadata']['name']} has an invalid spec (its Ready "
             "condition lists the problems); waiting for it to be fixed",
         )
-    skew = None if deleting else version_skew(cluster, spec)
+    running = (cluster_obj.get("status") or {}).get("slurmctldRelease")
+    skew = None if deleting else version_skew(cluster, spec, running)
     if skew:
-        await emit_on_change(kube, body, reasons.VERSION_SKEW.name, skew)
-        return await _not_ready(kube, body, reasons.VERSION_SKEW, skew)
+        reason, why = skew
+        await emit_on_change(kube, body, reason.name, why)
+        if recheck is not None:  # the SlurmCluster's status changing wakes no NodeSet
+            recheck(WAIT_RECHECK_SECONDS)
+        return await _not_ready(kube, body, reason, why)
     # Safe removal needs a Syncer; without one, Pods are deleted at once (as the README says).
     safe = cluster.syncs()
     link = link_for(ns, cluster.clusterName) if safe else None
@@ -315,7 +323,7 @@ async def reconcile_nodeset(
             return result.status  # the NodeSet is gone now: no status to write
         await emit_on_change(kube, body, reasons.PARTITION_IN_USE.name, waiting)
         if recheck is not None:
-            recheck(PARTITION_RECHECK_SECONDS)
+            recheck(WAIT_RECHECK_SECONDS)
         ready = conditions.condition("Ready", False, reasons.PARTITION_IN_USE, waiting)
         return await _write_status(kube, body, result.status, [ready])
     if result.invalid is not None:
