@@ -1348,6 +1348,45 @@ def test_upgrade_changes_a_partition_and_keeps_jobs_and_keys(slurm: SlurmDeploym
         assert slurm.secret_data(name) == data, f"{name} was regenerated"
 
 
+def test_a_deleted_node_group_waits_for_the_jobs_naming_its_partition(slurm: SlurmDeployment):
+    """The NodeSet deleted while a held job names its partition: its idle Pods go, but the
+    NodeSet stays (Ready=False PartitionInUse, naming the job) and slurmctld keeps the
+    partition and the job, which it would end as NODE_FAIL once the partition left its
+    configuration. Once the job is cancelled the NodeSet goes, slurmctld drops the partition
+    and keeps answering; the declared partitions (`nodeSets: [ALL]`) stay."""
+    argv = ("sbatch", "--parsable", "--hold", f"--partition={NODESET}", "--output=/dev/null",
+            "--wrap", "true")  # fmt: skip
+    job = slurm.wait("a held job accepted", lambda: slurm.login(*argv), 120, 3).split(";")[0]
+    job = job.strip()
+    client = slurm.cluster.client
+    client.delete(_nodeset_path(slurm))
+    slurm.wait("the slurmd Pods removed", lambda: not slurm.pods("compute"), 300, 2)
+
+    def waiting() -> dict | None:
+        nodeset = client.get(_nodeset_path(slurm), missing_ok=True) or {}
+        conds = {c["type"]: c for c in (nodeset.get("status") or {}).get("conditions", [])}
+        ready = conds.get("Ready") or {}
+        return ready if ready.get("reason") == "PartitionInUse" else None
+
+    ready = slurm.wait("the NodeSet to wait on the job", waiting, 120, 2)
+    assert f"name partition {NODESET} ({job})" in ready["message"], ready
+    assert _job_state(slurm, job) == "PENDING"
+    partitions = lambda: slurm.login("bash", "-c", "scontrol show partition 2>&1")  # noqa: E731
+    assert f"PartitionName={NODESET}\n" in partitions()
+
+    slurm.login("scancel", job)
+    gone = lambda: client.get(_nodeset_path(slurm), missing_ok=True) is None  # noqa: E731
+    slurm.wait("the NodeSet gone once no job names its partition", gone, 120, 2)
+    slurm.wait(
+        "slurmctld without the partition",
+        lambda: f"PartitionName={NODESET}\n" not in partitions(),
+        180,
+        3,
+    )
+    assert "UP" in slurm.login("scontrol", "ping")
+    assert "PartitionName=batch\n" in partitions() and "PartitionName=short\n" in partitions()
+
+
 def test_uninstall_keeps_keys_and_controller_state(slurm: SlurmDeployment):
     kept = [names.munge_secret(CLUSTER), names.jwt_secret(CLUSTER)]
     data = {name: slurm.secret_data(name) for name in kept}
