@@ -6,6 +6,7 @@ jobs, and the finalizer goes once none is left."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from sunk.operator import names
@@ -97,6 +98,32 @@ def test_not_knowing_the_jobs_is_not_no_jobs():
     reconcile(kube, None)  # no Syncer for the cluster (yet)
     assert kube.read("NodeSet", "gpu", NS)["metadata"]["finalizers"]
     assert "waiting for the cluster's Syncer" in ready(kube)["message"]
+
+
+def test_removal_grace_period_bounds_the_wait():
+    """removalGracePeriodSeconds bounds this wait as it bounds a Pod's: past it the NodeSet
+    goes under its jobs, with an Event saying so; before it, the recheck comes no later."""
+    kube = deleted_nodeset()
+    body = kube.read("NodeSet", "gpu", NS)
+    body["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z"  # long ago
+    kube.put(body)
+    kube.put(slurm_cluster({"syncer": {"removalGracePeriodSeconds": 60}}))
+    reconcile(kube, Link([3]))
+    assert kube.read("NodeSet", "gpu", NS)["metadata"].get("finalizers") in (None, [])
+    (event,) = [e for e in kube.of_kind("Event") if e["reason"] == "PartitionGraceExpired"]
+    assert event["message"].startswith("1 job(s) that have not ended name partition gpu (3);")
+    assert event["message"].endswith(
+        "; removalGracePeriodSeconds (60 s) ran out: the NodeSet goes, and its partition with it"
+    )
+
+    kube = deleted_nodeset()
+    body = kube.read("NodeSet", "gpu", NS)
+    body["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kube.put(body)
+    kube.put(slurm_cluster({"syncer": {"removalGracePeriodSeconds": 20}}))
+    (again,) = reconcile(kube, Link([3]))
+    assert 15 <= again <= 21, again  # before the 30 s recheck: when the grace runs out
+    assert kube.read("NodeSet", "gpu", NS)["metadata"]["finalizers"]
 
 
 def test_without_a_syncer_the_nodeset_goes_with_its_pods():

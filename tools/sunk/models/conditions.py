@@ -138,7 +138,7 @@ PARTITION_IN_USE = Reason(
     "the NodeSet is deleted and its Pods are gone, but jobs that have not ended still name its "
     "partition: slurmctld would end them if the partition left its configuration, so the "
     "NodeSet (and its partition line) stays until they end or move (`scontrol update "
-    "jobid=… partition=…`, or `scancel`)",
+    "jobid=… partition=…`, or `scancel`), or removalGracePeriodSeconds runs out",
 )
 NO_REMOVAL = Reason("NoRemoval", Health.HEALTHY, (NODESET,), "no Pod is waiting to be removed")
 # SlurmCluster

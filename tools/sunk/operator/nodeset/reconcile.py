@@ -4,6 +4,7 @@ finalizer until its Pods are gone and no job that has not ended names its partit
 
 from __future__ import annotations
 
+import calendar
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -51,6 +52,7 @@ LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) →
 # How often a NodeSet waiting on Slurm (jobs naming its partition, slurmctld's upgrade) looks
 # again: neither wakes it.
 WAIT_RECHECK_SECONDS = 30
+PARTITION_GRACE_EXPIRED = "PartitionGraceExpired"  # Event: the NodeSet went under its jobs
 
 
 def _no_link(_ns: str, _cluster: str) -> SlurmLink | None:
@@ -318,12 +320,23 @@ async def reconcile_nodeset(
         recheck(steps.recheck_in + 1)
     if deleting and not pods:
         waiting = await _partition_wait(link, name)
+        # removalGracePeriodSeconds bounds this wait as it bounds a Pod's (0: no bound)
+        left = grace - (time.time() - _stamp_seconds(meta["deletionTimestamp"]))
+        if waiting is not None and grace > 0 and left <= 0:
+            await emit(
+                kube,
+                body,
+                PARTITION_GRACE_EXPIRED,
+                f"{waiting}; removalGracePeriodSeconds ({grace} s) ran out: the NodeSet goes, "
+                "and its partition with it",
+            )
+            waiting = None
         if waiting is None:
             await _set_finalizer(kube, body, False)
             return result.status  # the NodeSet is gone now: no status to write
         await emit_on_change(kube, body, reasons.PARTITION_IN_USE.name, waiting)
         if recheck is not None:
-            recheck(WAIT_RECHECK_SECONDS)
+            recheck(min(WAIT_RECHECK_SECONDS, left + 1) if grace > 0 else WAIT_RECHECK_SECONDS)
         ready = conditions.condition("Ready", False, reasons.PARTITION_IN_USE, waiting)
         return await _write_status(kube, body, result.status, [ready])
     if result.invalid is not None:
@@ -396,6 +409,14 @@ async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.S
             "and its jobs fail",
         )
     await bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
+
+
+def _stamp_seconds(stamp: str) -> float:
+    """An API server timestamp (``2026-12-06T04:00:00Z``) as Unix time (now if unreadable)."""
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return time.time()
 
 
 async def _partition_wait(link: SlurmLink | None, partition: str) -> str | None:
