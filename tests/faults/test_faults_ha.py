@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sunk.devenv.deploy import SlurmDeployment
+from sunk.devenv.deploy import DeployError, SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
 from tests.faults.conftest import (
     CLUSTER,
@@ -68,8 +68,11 @@ def ha(real_nodes: NodeCluster, tmp_path_factory) -> Iterator[SlurmDeployment]:
 
 
 def _login_pod(slurm: SlurmDeployment) -> dict:
+    """The running login Pod; a DeployError (which ``slurm.wait`` retries) while there is none,
+    as right after the kubelet of its Node comes back."""
     pods = slurm.running_pods("login")
-    assert pods, "no login Pod running"
+    if not pods:
+        raise DeployError("no login Pod running")
     return pods[0]
 
 
