@@ -128,8 +128,8 @@ async def stage(kube: Kube, objects: list[dict[str, Any]]) -> Staging:
             )
             staging.running[component] = ready
             continue
-        ctld_now = runs("controller")[0]
-        if component == "accounting" and target and ctld_now and newer(target, ctld_now):
+        ctld_now = runs("controller")[0] if component == "accounting" else None
+        if target and ctld_now and newer(target, ctld_now):
             staging.notes[component] = (
                 f"slurmdbd {target} replaces an older release: its first start converts the "
                 f"database, which can take a while; slurmctld runs {ctld_now} until it is ready"

@@ -4,7 +4,6 @@ finalizer until its Pods are gone and no job that has not ended names its partit
 
 from __future__ import annotations
 
-import calendar
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -321,7 +320,8 @@ async def reconcile_nodeset(
     if deleting and not pods:
         waiting = await _partition_wait(link, name)
         # removalGracePeriodSeconds bounds this wait as it bounds a Pod's (0: no bound)
-        left = grace - (time.time() - _stamp_seconds(meta["deletionTimestamp"]))
+        deleted = removal.parse_stamp(meta["deletionTimestamp"])
+        left = grace - (time.time() - deleted if deleted is not None else 0.0)
         if waiting is not None and grace > 0 and left <= 0:
             await emit(
                 kube,
@@ -409,14 +409,6 @@ async def _carry_out(kube: Kube, body: dict[str, Any], ns: str, steps: removal.S
             "and its jobs fail",
         )
     await bounded([kube.delete(path_for("v1", "pods", ns, pod)) for pod in steps.delete])
-
-
-def _stamp_seconds(stamp: str) -> float:
-    """An API server timestamp (``2026-12-06T04:00:00Z``) as Unix time (now if unreadable)."""
-    try:
-        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return time.time()
 
 
 async def _partition_wait(link: SlurmLink | None, partition: str) -> str | None:

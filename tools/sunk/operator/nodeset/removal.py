@@ -39,16 +39,23 @@ class Steps:
     recheck_in: float | None = None  # seconds until the first grace period runs out
 
 
-def _since(annotations: dict[str, str]) -> float | None:
+STAMP = "%Y-%m-%dT%H:%M:%SZ"  # the API server's timestamps, and ours in the annotation
+
+
+def parse_stamp(text: str) -> float | None:
+    """A timestamp in :data:`STAMP` as Unix time, or None when it does not read as one."""
     try:
-        stamp = time.strptime(annotations.get(names.ANN_REMOVAL_SINCE, ""), "%Y-%m-%dT%H:%M:%SZ")
+        return float(calendar.timegm(time.strptime(text, STAMP)))
     except ValueError:
         return None
-    return float(calendar.timegm(stamp))
+
+
+def _since(annotations: dict[str, str]) -> float | None:
+    return parse_stamp(annotations.get(names.ANN_REMOVAL_SINCE, ""))
 
 
 def stamp(now: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return time.strftime(STAMP, time.gmtime(now))
 
 
 def decide(
