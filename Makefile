@@ -47,9 +47,10 @@ lint: setup
 	  else echo "lint: shellcheck not installed (apt-get install shellcheck); skipped"; fi
 
 # Container images (images/): the debootstrapped base once, then controller, slurmd, login and
-# operator with the charts' default tags. Installs and starts a Docker engine when none answers.
+# operator with the charts' default tags (SLURM=26.05: the Slurm images of that release).
+# Installs and starts a Docker engine when none answers.
 images: setup
-	$(PY) -m sunk.devenv.images build
+	$(PY) -m sunk.devenv.images build $(if $(SLURM),--slurm $(SLURM))
 
 schema: setup
 	$(VENV)/bin/sunkctl schema

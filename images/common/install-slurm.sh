@@ -25,8 +25,23 @@ if [ -n "$SLURM_SUITE" ]; then
   uri=$(sed -n 's/^deb \([^ ]*\) .*/\1/p' /etc/apt/sources.list 2>/dev/null | head -n1)
   [ -n "$uri" ] || uri=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources | head -n1)
   [ -n "$uri" ] || { echo "no apt source to derive the $SLURM_SUITE suite from" >&2; exit 1; }
-  echo "deb $uri $SLURM_SUITE main" >/etc/apt/sources.list.d/slurm-suite.list
-  apt_opts+=(-t "$SLURM_SUITE")
+  # check-valid-until=no: testing suites' Release files expire within days, and a mirror
+  # snapshot of one (as pinned build machines use) is refused once it has; the signature is
+  # still checked.
+  echo "deb [check-valid-until=no] $uri $SLURM_SUITE main" \
+    >/etc/apt/sources.list.d/slurm-suite.list
+  # Only Slurm and the libraries its release needs newer (PMIx, hwloc and hwloc's oneAPI Level
+  # Zero loader) come from that suite; everything else stays the base's (at equal priority apt
+  # takes the newest version of every package, and a newer python3 breaks the base's sssd).
+  cat >/etc/apt/preferences.d/slurm-suite <<EOF
+Package: *
+Pin: release n=$SLURM_SUITE
+Pin-Priority: 100
+
+Package: slurm* sackd libslurm* libpmi* libpmix* libhwloc* libze1
+Pin: release n=$SLURM_SUITE
+Pin-Priority: 990
+EOF
 fi
 apt-get update -q
 apt-get install "${apt_opts[@]}" "$@"

@@ -10,6 +10,7 @@ import yaml
 
 from sunk.devenv import images
 from sunk.models import values
+from sunk.slurmconf.releases import release_of_image
 
 
 def image_refs(node: Any) -> set[str]:
@@ -75,6 +76,20 @@ def test_cuda_variants_are_slurmd_on_another_base(monkeypatch):
     assert cmd[:4] == ["docker", "build", "--network", "host"]
     assert cmd[cmd.index("-f") + 1] == "images/slurmd/Dockerfile"
     assert "BASE_IMAGE=example/cuda:12.8-runtime" in cmd
+
+
+def test_slurm_upgrade_release_images_are_tagged_by_their_release_and_built_from_its_suite():
+    specs = images.release_images("26.05")
+    assert [s.name for s in specs] == ["controller", "slurmd", "login"]
+    for spec in specs:
+        # the tag names the release the operator and validate read from it
+        assert release_of_image(spec.ref) == "26.05", spec.ref
+        assert spec.tag == values.IMAGE_TAG.replace("slurm24.11", "slurm26.05")
+        assert spec.build_args["SLURM_VERSION"] == "26.05"
+        assert spec.build_args["SLURM_SUITE"] == "forky"
+    assert all("SLURM_SUITE" not in s.build_args for s in images.release_images("24.11"))
+    with pytest.raises(images.ImageBuildError, match=r"no images for Slurm 25\.05"):
+        images.release_images("25.05")
 
 
 def test_debian_mirror_comes_from_the_apt_sources(monkeypatch):

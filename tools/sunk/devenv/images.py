@@ -6,7 +6,8 @@ with ``docker build --network host`` so apt reaches the host's Debian mirror. Ta
 :mod:`sunk.models.values`, so they are the charts' defaults.
 
     python -m sunk.devenv.images build [NAME ...]   # base + images (all by default)
-    python -m sunk.devenv.images tags               # the image references, one a line
+    python -m sunk.devenv.images build --slurm 26.05  # controller, slurmd, login of a release
+    python -m sunk.devenv.images tags [--slurm 26.05]  # the image references, one a line
     python -m sunk.devenv.images engine             # install/start dockerd if needed
 
 The engine, when this module starts it, runs with ``--bridge=none --iptables=false``: no
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from sunk.devenv import debian
 from sunk.devenv.paths import cache_dir, repo_root
+from sunk.devenv.slurm_rootfs import RELEASES
 from sunk.errors import ToolError
 from sunk.models.values import IMAGE_PREFIX, IMAGE_TAG, SLURM_VERSION
 
@@ -67,6 +69,23 @@ def images() -> list[ImageSpec]:
     return [
         ImageSpec(name, f"{IMAGE_PREFIX}/{name}", IMAGE_TAG, dict(common))
         for name in ("controller", "slurmd", "login", "operator")
+    ]
+
+
+def release_images(series: str) -> list[ImageSpec]:
+    """The Slurm images (controller, slurmd, login) for another Slurm release, from the Debian
+    suite that carries it over our trixie base, tagged by that release as the defaults are
+    (``<version>-slurm<series>``): what a user sets in values to change the cluster's Slurm."""
+    if series not in RELEASES:
+        raise ImageBuildError(f"no images for Slurm {series}; known: {sorted(RELEASES)}")
+    suite = RELEASES[series].suite
+    args = {"BASE_IMAGE": BASE_IMAGE, "SLURM_VERSION": series}
+    if suite != SUITE:
+        args["SLURM_SUITE"] = suite
+    tag = IMAGE_TAG.replace(f"-slurm{SLURM_VERSION}", f"-slurm{series}")
+    return [
+        ImageSpec(name, f"{IMAGE_PREFIX}/{name}", tag, dict(args))
+        for name in ("controller", "slurmd", "login")
     ]
 
 
@@ -359,7 +378,6 @@ def build_command(spec: ImageSpec, repo: Path, no_cache: bool = False) -> list[s
 
 def build(names: list[str] | None = None, no_cache: bool = False) -> dict[str, float]:
     """Build the base and the named images (all by default); returns seconds per step."""
-    repo = repo_root()
     specs = images() + variants_from_env()
     if names:
         known = specs + dev_images() + example_images()
@@ -370,6 +388,12 @@ def build(names: list[str] | None = None, no_cache: bool = False) -> dict[str, f
                 + ", ".join(s.name for s in example_images())
             )
         specs = [s for s in known if s.name in names]
+    return build_specs(specs, no_cache)
+
+
+def build_specs(specs: list[ImageSpec], no_cache: bool = False) -> dict[str, float]:
+    """Build the base, then each of ``specs``; returns seconds per step."""
+    repo = repo_root()
     ensure_engine()
     times = {"base": build_base()}
     for spec in specs:
@@ -387,13 +411,19 @@ def build(names: list[str] | None = None, no_cache: bool = False) -> dict[str, f
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    series = None
+    if "--slurm" in args:
+        at = args.index("--slurm")
+        series = args[at + 1] if at + 1 < len(args) else ""
+        del args[at : at + 2]
     if not args or args[0] not in {"build", "tags", "engine"}:
-        print("usage: python -m sunk.devenv.images build [--no-cache] [NAME ...] | tags | engine",
-              file=sys.stderr)  # fmt: skip
+        print("usage: python -m sunk.devenv.images build [--no-cache] [--slurm SERIES] [NAME ...]"
+              " | tags [--slurm SERIES] | engine", file=sys.stderr)  # fmt: skip
         return 2
     try:
+        release = release_images(series) if series is not None else None
         if args[0] == "tags":
-            for spec in images() + variants_from_env():
+            for spec in release or images() + variants_from_env():
                 print(spec.ref)
             return 0
         if args[0] == "engine":
@@ -401,8 +431,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         rest = args[1:]
         no_cache = "--no-cache" in rest
+        names = [a for a in rest if a != "--no-cache"]
         start = time.monotonic()
-        times = build([a for a in rest if a != "--no-cache"] or None, no_cache=no_cache)
+        if release is not None:
+            times = build_specs([s for s in release if not names or s.name in names], no_cache)
+        else:
+            times = build(names or None, no_cache=no_cache)
     except (ImageBuildError, subprocess.CalledProcessError) as exc:
         print(f"images: error: {exc}", file=sys.stderr)
         return 3

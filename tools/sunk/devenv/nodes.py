@@ -477,8 +477,17 @@ class NodeCluster:
         ]
         return _run(argv, timeout=timeout)
 
-    def _import_images(self, node: Node) -> None:
-        for archive in [node_build.pause_archive_link(), *self.image_archives]:
+    def import_images(self, archives: list[Path]) -> None:
+        """Images for a running cluster (another Slurm release's, say): into every node now,
+        and into nodes added later as the start's are."""
+        self.image_archives += [a for a in archives if a not in self.image_archives]
+        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+            list(pool.map(lambda node: self._import_images(node, archives), self.nodes))
+
+    def _import_images(self, node: Node, archives: list[Path] | None = None) -> None:
+        if archives is None:
+            archives = [node_build.pause_archive_link(), *self.image_archives]
+        for archive in archives:
             started = time.monotonic()
             # pinned: kubelet's image garbage collection never removes what nothing can pull
             self.ctr(
