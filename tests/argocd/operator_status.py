@@ -233,6 +233,26 @@ def nodeset_fixed_after_invalid() -> dict[str, Any]:
     return reconcile(kube, "NodeSet", "cpu")
 
 
+NEWER_CHART = {"sunk.coreweave.com/requires-operator": ">= 99.0.0"}
+
+
+def nodeset_operator_too_old() -> dict[str, Any]:
+    """A NodeSet from a slurm chart that needs a newer operator (the sunk chart not upgraded)."""
+    kube = _with_cluster(*TWO_NODES)
+    obj = nodeset()
+    obj["metadata"]["annotations"] = dict(NEWER_CHART)
+    kube.put(obj)
+    return reconcile(kube, "NodeSet", "cpu")
+
+
+def cluster_operator_too_old() -> dict[str, Any]:
+    kube = FakeKube()
+    obj = slurm_cluster()
+    obj["metadata"]["annotations"] = dict(NEWER_CHART)
+    kube.put(obj)
+    return reconcile(kube, "SlurmCluster", "slurm")
+
+
 def cluster_invalid_spec() -> dict[str, Any]:
     kube = FakeKube()
     kube.put(slurm_cluster({"login": {"enabled": "sometimes"}}))

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.unit
 
 HERE = Path(__file__).parent / "health"
 N, C = health.NODESET_KEY, health.SLURMCLUSTER_KEY
+TOO_OLD = "this object comes from a slurm chart that needs operator >= 99.0.0"
 MEMORY = "NodeSet cpu: memory 1Gi minus reservedMemory 2Gi leaves no memory for Slurm"
 
 # (scenario, check, status, start of message): the verdict Argo CD must give for the object
@@ -34,6 +35,7 @@ OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
         "Ready (InvalidSpec): the spec is invalid (1 problem)",
     ),
     (op.nodeset_impossible_sizing, N, "Degraded", f"Ready (ConfigInvalid): {MEMORY}"),
+    (op.nodeset_operator_too_old, N, "Degraded", f"Ready (OperatorTooOld): {TOO_OLD}"),
     (op.nodeset_pod_name_conflict, N, "Degraded", "NodeConflict (NodeConflict): n2: pod name"),
     # SUNK's overlapping groups: the other NodeSet claimed n1 first; this one runs on n2
     (op.nodeset_node_claimed_elsewhere, N, "Healthy", "1/1 nodes ready"),
@@ -57,6 +59,7 @@ OPERATOR_CASES: list[tuple[Callable[[], dict[str, Any]], str, str, str]] = [
         "Ready (InvalidSpec): the spec is invalid (1 problem)",
     ),
     (op.cluster_config_invalid, C, "Degraded", f"Ready (ConfigInvalid): {MEMORY}"),
+    (op.cluster_operator_too_old, C, "Degraded", f"Ready (OperatorTooOld): {TOO_OLD}"),
     (
         op.cluster_database_unavailable,
         C,

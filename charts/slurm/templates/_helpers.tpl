@@ -32,6 +32,12 @@ app.kubernetes.io/component: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{/* The operator the rendered custom resources need (Chart.yaml's annotation): an older
+operator leaves them as they are, with Ready=False OperatorTooOld. */}}
+{{- define "slurm.requiresOperator" -}}
+sunk.coreweave.com/requires-operator: {{ index .Chart.Annotations "sunk.coreweave.com/requires-operator" | quote }}
+{{- end -}}
+
 {{/*
 An image reference from {repository, tag, digest}; global.imageRegistry is prefixed.
 Usage: include "slurm.image" (dict "image" .image "global" $.Values.global)

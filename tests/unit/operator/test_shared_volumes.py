@@ -14,8 +14,7 @@ from sunk.operator.cluster.login import login
 from sunk.operator.cluster.objects import desired_objects
 from sunk.operator.common import MUNGE_RESOURCES
 from sunk.operator.nodeset.plan import plan
-from sunk.operator.nodeset.pod import build_pod, template_hash
-from sunk.operator.nodeset.reconcile import pod_context
+from sunk.operator.nodeset.pod import build_pod, pod_context, template_hash
 from sunk.operator.shared_volumes import LOGIN, SLURMD, Layer, VolumeConfigError, merge
 from sunk.slurmconf import ClusterInputs, Endpoints, render_all
 from sunk.slurmconf.inputs import NodeSetInput

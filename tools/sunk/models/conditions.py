@@ -60,6 +60,14 @@ CONFIG_INVALID = Reason(
     _BOTH,
     "the Slurm configuration cannot be rendered, e.g. impossible NodeSet sizing",
 )
+OPERATOR_TOO_OLD = Reason(
+    "OperatorTooOld",
+    Health.DEGRADED,
+    _BOTH,
+    "the object comes from a slurm chart that needs a newer operator (its "
+    "sunk.coreweave.com/requires-operator annotation): upgrade the sunk chart first; until then "
+    "the operator changes nothing",
+)
 # NodeSet
 CLUSTER_NOT_FOUND = Reason(
     "ClusterNotFound",
@@ -180,6 +188,7 @@ RECONCILE_FAILED = Reason(
 REASONS: tuple[Reason, ...] = (
     INVALID_SPEC,
     CONFIG_INVALID,
+    OPERATOR_TOO_OLD,
     CLUSTER_NOT_FOUND,
     CLUSTER_INVALID,
     VERSION_SKEW,

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
+from sunk.models.compat import operator_too_old
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
 from sunk.operator import conditions, names, shared_volumes
 from sunk.operator.apply import create_once, ensure
@@ -181,6 +182,12 @@ async def reconcile_cluster(
     condition, and the pass goes on with the rest."""
     reader = reader or Listed(kube)
     meta = body["metadata"]
+    too_old = operator_too_old(meta)
+    if too_old:  # a newer slurm chart's object: its fields may mean what this code cannot know
+        await emit_on_change(kube, body, reasons.OPERATOR_TOO_OLD.name, too_old)
+        return await _write_status(
+            kube, body, [conditions.condition("Ready", False, reasons.OPERATOR_TOO_OLD, too_old)]
+        )
     try:
         spec = SlurmClusterSpec.model_validate(body["spec"])
     except ValidationError as exc:

@@ -12,22 +12,20 @@ to an older release, or created for the first time, is applied as it is."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import names
 from sunk.operator.client import Kube, path_for
-from sunk.slurmconf.releases import MAJOR_RELEASES, newer, release_of_image
-
-# component (its workloads' label) → the component that must run a release before it does
-GATES = {"controller": "accounting", "rest": "controller", "login": "controller"}
-TITLES = {"accounting": "Accounting", "controller": "Controller", "rest": "Rest", "login": "Login"}
-# The container whose image names the release a component runs (the munge sidecar and the
-# helpers use the controller's image in every Pod, whatever the daemon's).
-DAEMONS = {"accounting": "slurmdbd", "controller": "slurmctld", "rest": "slurmrestd",
-           "login": "sshd"}  # fmt: skip
-WORKLOAD_KINDS = ("StatefulSet", "Deployment")
+from sunk.operator.cluster.release_order import (
+    GATES,
+    TITLES,
+    WORKLOAD_KINDS,
+    containers,
+    daemon_release,
+    known,
+)
+from sunk.slurmconf.releases import newer, release_of_image
 
 
 @dataclass(frozen=True)
@@ -38,22 +36,6 @@ class Staging:
     # component → the oldest release its workloads run, rolled out and ready (None: rolling,
     # not ready, or no release named)
     running: dict[str, str | None] = field(default_factory=dict)
-
-
-def _containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-
-
-def _known(releases: Iterable[str | None]) -> list[str]:
-    return sorted((r for r in releases if r in MAJOR_RELEASES), key=MAJOR_RELEASES.index)
-
-
-def daemon_release(obj: dict[str, Any], component: str) -> str | None:
-    """The release the component's daemon container runs in this workload."""
-    images = [c.get("image") for c in _containers(obj) if c.get("name") == DAEMONS[component]]
-    found = _known(release_of_image(image) for image in images)
-    return found[-1] if found else None
 
 
 def settled(live: dict[str, Any]) -> bool:
@@ -75,8 +57,8 @@ def _hold(obj: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with each container's image put back to the live one where their releases
     differ (by container name)."""
     held = copy.deepcopy(obj)
-    running = {c.get("name"): c.get("image") for c in _containers(live)}
-    for container in _containers(held):
+    running = {c.get("name"): c.get("image") for c in containers(live)}
+    for container in containers(held):
         image = running.get(container.get("name"))
         if image and release_of_image(image) != release_of_image(container.get("image")):
             container["image"] = image
@@ -104,7 +86,7 @@ async def stage(kube: Kube, objects: list[dict[str, Any]]) -> Staging:
         lives = [live[i] for i in workloads.get(component, [])]
         if not lives or any(item is None for item in lives):
             return None, None
-        found = _known(daemon_release(item, component) for item in lives if item is not None)
+        found = known(daemon_release(item, component) for item in lives if item is not None)
         now = found[0] if found else None
         return now, now if all(settled(item) for item in lives if item is not None) else None
 
@@ -112,7 +94,7 @@ async def stage(kube: Kube, objects: list[dict[str, Any]]) -> Staging:
     for component in TITLES:  # accounting, controller, rest, login: the order
         now, ready = runs(component)
         ids = workloads.get(component, [])
-        want = _known(daemon_release(objects[i], component) for i in ids)
+        want = known(daemon_release(objects[i], component) for i in ids)
         target = want[-1] if want else None
         gate = GATES.get(component)
         upgrading = target is not None and now is not None and newer(target, now)

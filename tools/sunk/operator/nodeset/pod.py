@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
+from sunk.models.k8s import image_ref
 from sunk.models.values import Pyxis, S6Service
-from sunk.operator import names, s6, shared_volumes
+from sunk.operator import directory, names, s6, shared_volumes
 from sunk.operator.common import (
     MUNGE_SOCKET,
     POD_SECURITY_CONTEXT,
@@ -18,6 +20,7 @@ from sunk.operator.common import (
 )
 from sunk.operator.directory import DirectoryPod, attach
 from sunk.operator.hashing import stable_hash
+from sunk.slurmconf import Endpoints
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.plugstack import runtime_path
 from sunk.slurmconf.registration import registration
@@ -92,6 +95,41 @@ class PodContext:
     @property
     def hooked(self) -> bool:
         return self.locking and bool(self.hook_url)
+
+
+def pod_context(
+    ns: str, cluster_name: str, cluster: SlurmClusterSpec, spec: NodeSetSpec, hook_url: str = ""
+) -> PodContext:
+    """What a NodeSet's slurmd Pods take from their SlurmCluster (``cluster_name`` is its
+    metadata.name)."""
+    resources = cluster.munge.resources
+    return PodContext(
+        namespace=ns,
+        cluster=cluster.clusterName,
+        conf_servers=Endpoints.for_cluster(cluster, ns).conf_servers,
+        reserved_memory=spec.reservedMemory
+        if spec.reservedMemory is not None
+        else cluster.compute.reservedMemory,
+        munge_secret=names.munge_secret_of(cluster),
+        controller_image=image_ref(cluster.controller.image, cluster.global_.imageRegistry),
+        config_map=names.config_map(cluster.clusterName),
+        prolog_config_map=cluster.scripts.prolog,
+        epilog_config_map=cluster.scripts.epilog,
+        locking=cluster.locks_nodes(),
+        hook_url=hook_url,
+        cluster_name=cluster_name,
+        global_volumes=tuple(cluster.global_.volumes),
+        global_mounts=tuple(cluster.global_.volumeMounts),
+        compute_mounts=tuple(m.model_dump(mode="json") for m in cluster.compute.mounts),
+        munge_resources=resources.model_dump(mode="json", exclude_none=True)
+        if resources is not None
+        else None,
+        directory=directory.for_cluster(cluster),
+        compute_s6=cluster.compute.s6,
+        service_account=names.service_account(cluster.clusterName, "slurmd"),
+        pyxis=cluster.compute.pyxis if cluster.compute.pyxis.enabled else None,
+        shared_memory=cluster.compute.sharedMemory,
+    )
 
 
 HOOK_URL_ANNOTATION = f"{names.GROUP}/hook-url"

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sunk.models import conditions as reasons
+from sunk.models.compat import operator_too_old
 from sunk.models.conditions import Reason
 from sunk.models.crds import API_VERSION, NodeSetSpec, SlurmClusterSpec
-from sunk.models.k8s import image_ref
-from sunk.operator import conditions, directory, names, s6
+from sunk.operator import conditions, names, s6
 from sunk.operator.apply import ensure
 from sunk.operator.cache import Listed, Reader
 from sunk.operator.client import ApiError, Kube, path_for
@@ -25,8 +25,8 @@ from sunk.operator.nodeset import removal
 from sunk.operator.nodeset.claims import bounded, label_nodes, release_node
 from sunk.operator.nodeset.feasibility import INSUFFICIENT
 from sunk.operator.nodeset.plan import Plan, plan
-from sunk.operator.nodeset.pod import PodContext, s6_services
-from sunk.slurmconf import Endpoints, NodeSetInput
+from sunk.operator.nodeset.pod import PodContext, pod_context, s6_services
+from sunk.slurmconf import NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
 from sunk.slurmconf.memory import SizingError
 from sunk.slurmconf.releases import release_of_image, release_of_tag, skew_problem
@@ -120,41 +120,6 @@ async def _set_finalizer(kube: Kube, body: dict[str, Any], present: bool) -> Non
             raise
 
 
-def pod_context(
-    ns: str, cluster_name: str, cluster: SlurmClusterSpec, spec: NodeSetSpec, hook_url: str = ""
-) -> PodContext:
-    """What a NodeSet's slurmd Pods take from their SlurmCluster (``cluster_name`` is its
-    metadata.name)."""
-    resources = cluster.munge.resources
-    return PodContext(
-        namespace=ns,
-        cluster=cluster.clusterName,
-        conf_servers=Endpoints.for_cluster(cluster, ns).conf_servers,
-        reserved_memory=spec.reservedMemory
-        if spec.reservedMemory is not None
-        else cluster.compute.reservedMemory,
-        munge_secret=names.munge_secret_of(cluster),
-        controller_image=image_ref(cluster.controller.image, cluster.global_.imageRegistry),
-        config_map=names.config_map(cluster.clusterName),
-        prolog_config_map=cluster.scripts.prolog,
-        epilog_config_map=cluster.scripts.epilog,
-        locking=cluster.locks_nodes(),
-        hook_url=hook_url,
-        cluster_name=cluster_name,
-        global_volumes=tuple(cluster.global_.volumes),
-        global_mounts=tuple(cluster.global_.volumeMounts),
-        compute_mounts=tuple(m.model_dump(mode="json") for m in cluster.compute.mounts),
-        munge_resources=resources.model_dump(mode="json", exclude_none=True)
-        if resources is not None
-        else None,
-        directory=directory.for_cluster(cluster),
-        compute_s6=cluster.compute.s6,
-        service_account=names.service_account(cluster.clusterName, "slurmd"),
-        pyxis=cluster.compute.pyxis if cluster.compute.pyxis.enabled else None,
-        shared_memory=cluster.compute.sharedMemory,
-    )
-
-
 def version_skew(
     cluster: SlurmClusterSpec, spec: NodeSetSpec, running: str | None = None
 ) -> tuple[Reason, str] | None:
@@ -205,6 +170,10 @@ async def reconcile_nodeset(
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     deleting = bool(meta.get("deletionTimestamp"))
+    too_old = None if deleting else operator_too_old(meta)  # a deletion is ours to make safe
+    if too_old:
+        await emit_on_change(kube, body, reasons.OPERATOR_TOO_OLD.name, too_old)
+        return await _not_ready(kube, body, reasons.OPERATOR_TOO_OLD, too_old)
     try:
         spec = NodeSetSpec.model_validate(body["spec"])
     except ValidationError as exc:
