@@ -18,6 +18,8 @@ from sunk.cli.migrate_cmd import migrate
 from sunk.cli.render_cmd import EPILOG as RENDER_EPILOG
 from sunk.cli.render_cmd import render
 from sunk.cli.schema_cmd import schema
+from sunk.cli.upgrade_check_cmd import EPILOG as UPGRADE_CHECK_EPILOG
+from sunk.cli.upgrade_check_cmd import upgrade_check
 from sunk.cli.validate_cmd import validate
 
 EPILOG = "Exit codes: 0 clean, 1 findings, 2 usage error, 3 tool or environment failure."
@@ -53,6 +55,7 @@ app.command(cls=SunkCommand, epilog=RENDER_EPILOG)(render)
 app.command(cls=SunkCommand)(demo)
 app.command(cls=SunkCommand)(validate)
 app.command(cls=SunkCommand)(migrate)
+app.command("upgrade-check", cls=SunkCommand, epilog=UPGRADE_CHECK_EPILOG)(upgrade_check)
 
 
 def run() -> None:
