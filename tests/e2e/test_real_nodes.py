@@ -13,11 +13,14 @@ components report (kubectl, sinfo, sbatch, srun, sacct, scontrol, slurmrestd).""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,9 +30,10 @@ from typing import Any
 import pytest
 import yaml
 
-from sunk.devenv import images
+from sunk.devenv import deploy, images
 from sunk.devenv.deploy import SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
+from sunk.devenv.paths import bin_dir
 from sunk.devenv.private_registry import PrivateRegistry
 from sunk.operator import names
 from sunk.slurmconf.sssd import NEGATIVE_TIMEOUT
@@ -284,7 +288,9 @@ def test_network_policies_keep_slurm_and_mariadb_to_the_cluster(slurm: SlurmDepl
         slurmdbd = accounting["spec"]["containers"][0]["name"]
         assert _reaches(slurm, accounting["metadata"]["name"], slurmdbd, mariadb, 3306)
     finally:
-        slurm.cluster.client.delete(f"/api/v1/namespaces/{ns}/pods/{outsider}")
+        # missing_ok: once (1 run in about 10), after every probe had passed, the Pod was
+        # already gone; why was not found (a Node lock's NoExecute taint is the suspect)
+        slurm.cluster.client.delete(f"/api/v1/namespaces/{ns}/pods/{outsider}", missing_ok=True)
 
 
 def test_s6_oneshots_ran_before_the_daemons_and_jobs_see_what_they_set_up(slurm: SlurmDeployment):
@@ -1346,6 +1352,133 @@ def test_upgrade_changes_a_partition_and_keeps_jobs_and_keys(slurm: SlurmDeploym
     assert jobs and all(accounted.get(j) == "COMPLETED" for j in jobs), (jobs, accounted)
     for name, data in secrets.items():
         assert slurm.secret_data(name) == data, f"{name} was regenerated"
+
+
+# Slurm's next release, as a user changes it: the image tags in values (`<version>-slurm<series>`).
+NEXT_SLURM = "26.05"
+SLURM_IMAGE_KEYS = ("controller", "accounting", "rest", "login", "compute", "directoryService")
+# component (Pod label) → the component whose Pods must all run the new release before its first
+# new Pod exists; "compute" stands for the slurmd Pods of the NodeSets
+UPGRADE_GATES = {"controller": "accounting", "rest": "controller", "login": "controller",
+                 "compute": "controller"}  # fmt: skip
+DAEMON_CONTAINERS = {"accounting": "slurmdbd", "controller": "slurmctld", "rest": "slurmrestd",
+                     "login": "sshd", "compute": "slurmd"}  # fmt: skip
+
+
+def _upgrade_check(slurm: SlurmDeployment, *files: Path, namespace: str = "") -> dict[str, Any]:
+    """`sunkctl upgrade-check -o json` with these values, against the live cluster."""
+    argv = [sys.executable, "-m", "sunk.cli.main", "upgrade-check", "-o", "json",
+            "-n", namespace or slurm.namespace, "--release", slurm.release,
+            f"--kubeconfig={slurm.cluster.kubeconfig}", f"--kubectl={bin_dir() / 'kubectl'}",
+            f"--helm={bin_dir() / 'helm'}"]  # fmt: skip
+    argv += [arg for path in files for arg in ("-f", str(path))]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _runs_release(pod: dict, component: str, series: str) -> bool:
+    spec = pod["spec"]
+    daemon = next(c for c in spec["containers"] if c["name"] == DAEMON_CONTAINERS[component])
+    return daemon["image"].endswith(f"-slurm{series}")
+
+
+def test_slurm_upgrade_through_values_rolls_in_order_and_keeps_the_running_and_pending_jobs(
+    slurm: SlurmDeployment,
+):
+    """Every Slurm image moved to 26.05 in one `helm upgrade`, with a job running on one node
+    and a held job pending: slurmdbd, slurmctld, then slurmrestd and login, then the slurmds,
+    each component's first new Pod appearing only once the one before runs the new release
+    everywhere; the busy node is drained and waits for its job; both jobs end COMPLETED and
+    sacct keeps every job of the module's earlier tests."""
+    specs = images.release_images(NEXT_SLURM)
+    images.build_specs(specs)
+    slurm.cluster.import_images([images.saved_archive(s.ref) for s in specs])
+    tag = specs[0].tag
+    accounted = slurm.sacct_jobs()
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurm.running_pods("compute")}
+    busy = sorted(before)[0]
+    running = _submit(slurm, busy)
+    held = slurm.login("sbatch", "--parsable", "--hold", "--output=/dev/null", "--wrap", "true")
+    held = held.strip().split(";")[0]
+
+    values: Path = slurm.values  # type: ignore[attr-defined]
+    upgrade = values.parent / "slurm-next.yaml"
+    upgrade.write_text(yaml.safe_dump({key: {"image": {"tag": tag}} for key in SLURM_IMAGE_KEYS}))
+    files = (EXAMPLE, values, slurm.users, deploy.OVERLAY, upgrade)  # type: ignore[attr-defined]
+
+    # What the upgrade will do, read from the live cluster first, as a user checks it.
+    plan = _upgrade_check(slurm, *files)
+    assert plan["installed"] is True
+    assert [step.split(" 24.11")[0] for step in plan["slurmUpgrade"]] == [
+        "slurmdbd", "slurmctld", "slurmrestd", "the login Pods", f"slurmd of NodeSet {NODESET}",
+    ], plan["slurmUpgrade"]  # fmt: skip
+    assert [r.split(":")[0] for r in plan["restarts"]] == ["accounting", "controller", "rest",
+                                                           "login"], plan["restarts"]  # fmt: skip
+    (drain,) = plan["drains"]
+    assert f"{busy} (job {running} holds it)" in drain and f"{sorted(before)[1]}" in drain, drain
+    elsewhere = _upgrade_check(slurm, *files, namespace="no-such-namespace")
+    assert elsewhere["installed"] is False and not elsewhere["restarts"], elsewhere
+
+    slurm.install_slurm(EXAMPLE, values, slurm.users, upgrade)  # type: ignore[attr-defined]
+
+    first_seen: dict[str, float] = {}
+
+    def watch() -> bool:
+        """One look at every component; at a component's first new Pod, its gate is done."""
+        pods = {c: slurm.pods(c) for c in DAEMON_CONTAINERS}
+        for component, gate in UPGRADE_GATES.items():
+            new = [p for p in pods[component] if _runs_release(p, component, NEXT_SLURM)]
+            if new and component not in first_seen:
+                first_seen[component] = time.monotonic()
+                behind = [p["metadata"]["name"] for p in pods[gate]
+                          if not _runs_release(p, gate, NEXT_SLURM)
+                          and not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+                assert not behind, f"a new {component} Pod while {gate} still runs {behind}"
+        return set(first_seen) == set(UPGRADE_GATES)
+
+    slurm.wait("every component's first 26.05 Pod", watch, 600, 1)
+
+    def new_login() -> bool:
+        pods = slurm.pods("login")
+        return bool(slurm.running_pods("login")) and all(
+            _runs_release(p, "login", NEXT_SLURM) for p in pods
+        )
+
+    slurm.wait("the login Pods on 26.05 and ready", new_login, 300)
+    assert _job_state(slurm, running) == "RUNNING"
+    events = slurm.cluster.kubectl(
+        "-n", slurm.namespace, "get", "events", "--field-selector=reason=SlurmUpgradeWaiting",
+        "-o", "jsonpath={.items[*].message}",
+    )  # fmt: skip
+    assert "controller: " in events, events  # the operator held the controller's image
+
+    reason = f"k8s: Pod {busy} is being removed: template changed"
+    slurm.wait(f"{busy} drained for the upgrade", lambda: slurm.slurm_node(busy)[1] == reason, 300)
+    assert _job_state(slurm, running) == "RUNNING"
+    assert _pod(slurm, busy)["metadata"]["uid"] == before[busy]
+    _release(slurm, busy)
+
+    def upgraded() -> bool:
+        pods = slurm.running_pods("compute")
+        return len(pods) == len(before) and all(
+            _runs_release(p, "compute", NEXT_SLURM) for p in pods
+        )
+
+    slurm.wait("every slurmd Pod on 26.05", upgraded, 420, 2)
+    slurm.wait("both nodes idle", lambda: set(slurm.idle_nodes()) == set(before), 300)
+    versions = slurm.login("sinfo", "--noheader", "--Node", "--format=%N %v").split()
+    assert all(v.startswith(f"{NEXT_SLURM}.") for v in versions[1::2]), versions
+    assert slurm.login("scontrol", "--version").split()[1].startswith(NEXT_SLURM)
+    slurm.login("scontrol", "release", held)
+    states = slurm.wait(
+        "both jobs in sacct",
+        lambda: (s := slurm.sacct_jobs()).get(running) and s.get(held) == "COMPLETED" and s,
+        180,
+    )
+    assert states[running] == "COMPLETED", states
+    lost = {job: state for job, state in accounted.items() if states.get(job) != state}
+    assert not lost, f"sacct changed over the database conversion: {lost}"
 
 
 def test_a_deleted_node_group_waits_for_the_jobs_naming_its_partition(slurm: SlurmDeployment):
