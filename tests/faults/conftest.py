@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sunk.devenv.deploy import SlurmDeployment
-from sunk.devenv.nodes import NodeCluster
+from sunk.devenv.deploy import DeployError, SlurmDeployment
+from sunk.devenv.nodes import NodeCluster, NodeClusterError
 from tests.real_nodes import host_pid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,16 +112,49 @@ def wait_step(slurm: SlurmDeployment, job: str) -> None:
 def assert_no_job_lost(slurm: SlurmDeployment, work: Workload, timeout: float = 600) -> None:
     """Every job ends COMPLETED with its record in sacct, and no Slurm node is left drained
     with a `k8s:` reason (the Syncer's) once the cause is gone."""
-    states = slurm.wait(
-        "every job COMPLETED in sacct",
-        lambda: (s := slurm.sacct_jobs()) and all(s.get(j) == "COMPLETED" for j in work.jobs) and s,
-        timeout=timeout,
-        interval=5,
-    )
+    try:
+        states = slurm.wait(
+            "every job COMPLETED in sacct",
+            lambda: (
+                (s := slurm.sacct_jobs()) and all(s.get(j) == "COMPLETED" for j in work.jobs) and s
+            ),
+            timeout=timeout,
+            interval=5,
+        )
+    except DeployError as exc:
+        raise DeployError(f"{exc}\n{slurm_view(slurm, work.jobs)}") from None
     assert {j: states[j] for j in work.jobs} == dict.fromkeys(work.jobs, "COMPLETED")
     drained = slurm.login("sinfo", "--noheader", "--Node", "--format=%N|%T|%E")
     left = [line for line in drained.splitlines() if "|k8s:" in line and "drain" in line]
     assert not left, drained
+
+
+def slurm_view(slurm: SlurmDeployment, jobs: tuple[str, ...]) -> str:
+    """What Slurm shows of ``jobs`` and its nodes, and slurmctld's last words: a lost or stuck
+    job's timeout message carries them (the Kubernetes view alone did not explain a CI run
+    where a job finished ten minutes late)."""
+    commands = {
+        "squeue": ("squeue", "--all", "--noheader", "--format=%i %T %r %N %M"),
+        "scontrol show job": ("scontrol", "show", "job", ",".join(jobs)),
+        "sinfo": ("sinfo", "--noheader", "--Node", "--format=%N %T %E"),
+        "sacct": ("sacct", "--allusers", "--noheader", "--parsable2", "-X",
+                  "--starttime=2000-01-01", "--format=JobID,State,Start,End,ExitCode"),
+    }  # fmt: skip
+    parts = []
+    for title, command in commands.items():
+        try:
+            parts.append(f"{title}:\n{slurm.login(*command, timeout=60)}")
+        except (DeployError, NodeClusterError) as exc:
+            parts.append(f"{title}: failed: {exc}")
+    try:
+        log = slurm.cluster.kubectl(
+            "logs", "-n", slurm.namespace, f"{CLUSTER}-controller-0", "-c", "slurmctld",
+            "--tail=80", timeout=30,
+        )  # fmt: skip
+        parts.append(f"slurmctld log:\n{log}")
+    except NodeClusterError as exc:
+        parts.append(f"slurmctld log: failed: {exc}")
+    return "\n".join(parts)
 
 
 def in_pod(pod: dict, process: str, *command: str, timeout: float = 120) -> tuple[int, str]:
