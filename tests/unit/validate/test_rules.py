@@ -92,7 +92,7 @@ def test_slurm_keys_are_case_insensitive(check):
 
 def test_inline_ignore_on_the_line_or_above(check):
     text = (
-        "slurmConfig:\n  FastSchedule: 1  # sunkctl: ignore=SUNK011\n"
+        "slurmConfig:\n  AccountingStorageLoc: x  # sunkctl: ignore=SUNK011\n"
         "  # sunkctl: ignore=SUNK012\n  ClusterName: x\n  Bogus: 1\n"
     )
     report = check(text)
@@ -101,7 +101,7 @@ def test_inline_ignore_on_the_line_or_above(check):
 
 
 def test_baseline_suppresses_known_findings(check):
-    text = "slurmConfig:\n  FastSchedule: 1\n  Bogus: 1\n"
+    text = "slurmConfig:\n  AccountingStorageLoc: x\n  Bogus: 1\n"
     baseline = [{"ruleId": "SUNK011", "file": "values.yaml", "keyPath": "slurmConfig.Bogus"}]
     report = check(text, baseline=baseline)
     assert at(report) == {("SUNK011", 2)} and report.suppressed == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sunk.slurmconf import release_options
 from sunk.slurmconf.format import (
     BANNER,
     LIST_KEYS,
@@ -21,6 +22,7 @@ from sunk.slurmconf.inputs import (
     NodeSetInput,
 )
 from sunk.slurmconf.memory import def_mem_per_cpu
+from sunk.slurmconf.releases import release_of_image, release_of_tag
 
 # Keys the operator derives from the cluster's shape; a user value would break it.
 OWNED_KEYS = frozenset(
@@ -61,6 +63,7 @@ MAX_NODE_COUNT = 2**31 - 1
 MAX_NODES_FLOOR = 1024
 DEFAULT_DEF_MEM_PER_CPU = 4096
 HA_TAKEOVER_SECONDS = 10
+PMIX = "mpi/pmix"
 
 
 def base_settings(inputs: ClusterInputs) -> dict[str, object]:
@@ -95,7 +98,7 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         "MinJobAge": 300,
         "Waittime": 0,
         # srun --mpi=pmix by default (mpi.conf: sunk.slurmconf.mpi); a user's MpiDefault wins
-        "MpiDefault": "pmix",
+        "MpiDefault": mpi_default(inputs),
     }
     if ep.backups:
         # A standby takes over after this long without the primary's answer (Slurm's default
@@ -129,6 +132,27 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
     if "cli_filter.lua" in lua:
         settings["CliFilterPlugins"] = ["lua"]
     return settings
+
+
+def image_releases(inputs: ClusterInputs) -> list[str]:
+    """The Slurm series the images that read slurm.conf name (controller, login, each
+    NodeSet's slurmd container), in that order; images whose tags name none are left out."""
+    spec = inputs.cluster
+    found = [release_of_tag(c.image.tag or "") for c in (spec.controller, spec.login)]
+    for nodeset in inputs.nodesets:
+        for container in nodeset.spec.template.spec.get("containers") or []:
+            if isinstance(container, dict) and container.get("name") == "slurmd":
+                found.append(release_of_image(container.get("image")))
+    return list(dict.fromkeys(r for r in found if r))
+
+
+def mpi_default(inputs: ClusterInputs) -> str:
+    """``pmix``, unless a Slurm release the images name lacks the plugin: Debian forky's
+    26.05 is built without PMIx, and with MpiDefault=pmix every plain `srun` there fails
+    ("MPI: Cannot create context for mpi/pmix"), so such a cluster gets ``none`` (PMI2 stays
+    available with `srun --mpi=pmi2`; `sunkctl validate` SUNK046 says so)."""
+    lacking = [r for r in image_releases(inputs) if release_options.missing_plugin(r, PMIX)]
+    return "none" if lacking else "pmix"
 
 
 def max_node_count(nodesets: tuple[NodeSetInput, ...]) -> int:

@@ -75,6 +75,25 @@ def _release(image: Any) -> str | None:
     return release_of_tag(tag) if isinstance(tag, str) else None
 
 
+def slurm_releases(ctx: RuleContext) -> list[str]:
+    """The Slurm series the slurm chart's Slurm images name, in values order (every daemon and
+    command among them parses slurm.conf); [] when no tag names one."""
+    if ctx.chart == "sunk":
+        return []
+    found: list[str] = []
+    for path, image in _images(ctx):
+        if "mariadb" in path or (path[0] == "accounting" and not _accounting_on(ctx)):
+            continue
+        release = _release(image)
+        if release and release not in found:
+            found.append(release)
+    return found
+
+
+def _accounting_on(ctx: RuleContext) -> bool:
+    return get(ctx.values, "accounting", "enabled") is not False
+
+
 @rule(
     "SUNK043",
     "slurm-version-skew",
@@ -98,6 +117,7 @@ def slurm_version_skew(ctx: RuleContext) -> Iterator[Hit]:
           image: {repository: opensunk/controller, tag: 0.1.0-slurm24.11}
         compute:
           image: {repository: opensunk/slurmd, tag: 0.2.0-slurm26.05}
+        slurmConfig: {MpiDefault: pmi2}
 
     Passes:
         accounting:
@@ -106,6 +126,7 @@ def slurm_version_skew(ctx: RuleContext) -> Iterator[Hit]:
           image: {repository: opensunk/controller, tag: 0.2.0-slurm26.05}
         compute:
           image: {repository: opensunk/slurmd, tag: 0.1.0-slurm24.11}
+        slurmConfig: {MpiDefault: pmi2}
     """
     if ctx.chart == "sunk":
         return
@@ -114,7 +135,7 @@ def slurm_version_skew(ctx: RuleContext) -> Iterator[Hit]:
     if ctld is None:
         return
     dbd = _release(get(v, "accounting", "image"))
-    if dbd is not None and get(v, "accounting", "enabled") is not False:
+    if dbd is not None and _accounting_on(ctx):
         problem = skew_problem(ctld, dbd)
         if problem:
             message = f"slurmctld {ctld} with slurmdbd {dbd}: {problem}; slurmdbd goes first"

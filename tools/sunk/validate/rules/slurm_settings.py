@@ -6,38 +6,56 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from functools import cache
-from importlib import resources
 
-from sunk.slurmconf import option_types
+from sunk.slurmconf import option_types, release_options
 from sunk.slurmconf.format import value_text
-from sunk.slurmconf.slurm_conf import FREE_TEXT, NOT_SLURM_KEYS, OWNED_KEYS, free_text_problems
+from sunk.slurmconf.slurm_conf import (
+    FREE_TEXT,
+    NOT_SLURM_KEYS,
+    OWNED_KEYS,
+    OWNED_PARTITION_KEYS,
+    PMIX,
+    free_text_problems,
+)
 from sunk.validate.rules.context import NODES, PARTS, RuleContext, as_map, get
+from sunk.validate.rules.images import slurm_releases
 from sunk.validate.rules.partitions import declared_partitions, raw_partitions
 from sunk.validate.rules.registry import Hit, rule
 
 
-@cache
 def slurm_conf_keys() -> dict[str, str]:
-    """lower-case key → canonical spelling, from the packaged list for Slurm 24.11."""
-    text = resources.files("sunk.validate.rules").joinpath("slurm_conf_keys.txt").read_text()
-    keys = [line.strip() for line in text.splitlines()]
-    return {k.lower(): k for k in keys if k and not k.startswith("#")}
+    """lower-case key → spelling, for every slurm.conf key of a Slurm release we build (as its
+    own parser takes them: `sunk.slurmconf.release_options`)."""
+    return release_options.spellings("slurm.conf")
+
+
+def partition_maps(ctx: RuleContext) -> list[tuple[tuple, str, dict]]:
+    """Declared partitions' `config` and groups' `partitionConfig`: (path, whose, the map)."""
+    maps = [
+        ((*PARTS, index, "config"), f"partition `{part.get('name')}`", part.get("config"))
+        for index, part in declared_partitions(ctx)
+    ]
+    maps += [
+        ((*NODES, name, "partitionConfig"), f"group `{name}`", group.get("partitionConfig"))
+        for name, group in ctx.groups.items()
+    ]
+    return [(path, whose, as_map(config)) for path, whose, config in maps]
 
 
 @rule(
     "SUNK011",
     "unknown-slurm-conf-key",
     "error",
-    "A slurmConfig key that slurm.conf (Slurm 24.11) does not know; slurmctld would not start.",
+    "A slurmConfig key no Slurm release we build knows; slurmctld would not start.",
     "check the spelling against slurm.conf(5), or put free text in slurmConfig.extraConfig",
 )
 def unknown_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
     """Every key of `slurmConfig` (but `extraConfig`, `cgroupConfig`, `mpiConfig`,
     `jobSubmitLua` and `cliFilterLua`) becomes a `Key=value` line of slurm.conf, and slurmctld
-    does not start on a key it does not know. The rule checks each against the keys of
-    slurm.conf(5) for Slurm 24.11 (`rules/slurm_conf_keys.txt`), case-insensitively as Slurm
-    reads them, and suggests the closest known key.
+    does not start on a key it does not know. The rule checks each against the slurm.conf keys
+    of every Slurm release we build images for, as their own parsers take them
+    (`sunk/slurmconf/slurm_options.json`), case-insensitively as Slurm reads them, and suggests
+    the closest known key. A key only some releases have is SUNK044's.
 
     Fails:
         slurmConfig:
@@ -169,17 +187,8 @@ def slurm_option_value(ctx: RuleContext) -> Iterator[Hit]:
         if problem:
             yield Hit(("slurmConfig", key), problem)
     partition = option_types.PARTITION
-    # declared partitions' `config` and groups' `partitionConfig`: (path, whose, the map)
-    maps = [
-        ((*PARTS, index, "config"), f"partition `{part.get('name')}`", part.get("config"))
-        for index, part in declared_partitions(ctx)
-    ]
-    maps += [
-        ((*NODES, name, "partitionConfig"), f"group `{name}`", group.get("partitionConfig"))
-        for name, group in ctx.groups.items()
-    ]
-    for path, whose, config in maps:
-        for key, value in as_map(config).items():
+    for path, whose, config in partition_maps(ctx):
+        for key, value in config.items():
             problem = option_types.value_problem(partition, key, value_text(value))
             if problem:
                 yield Hit((*path, key), f"{whose}: {problem}")
@@ -188,3 +197,165 @@ def slurm_option_value(ctx: RuleContext) -> Iterator[Hit]:
             problem = option_types.value_problem(partition, key, value)
             if problem:
                 yield Hit(PARTS, f"partition `{name}`: {problem}")
+
+
+@rule(
+    "SUNK044",
+    "slurm-option-not-in-release",
+    "error",
+    "A slurm.conf or partition key that one Slurm release the images name does not have "
+    "though another does; that release refuses the whole slurm.conf.",
+    "use what every release the images run has, or upgrade every image past the change first",
+)
+def option_not_in_release(ctx: RuleContext) -> Iterator[Hit]:
+    """Releases add, rename and remove options (`NamespaceType`, `PrologTimeout` and a
+    partition's `Topology` arrived after 24.11), and every Slurm daemon and command refuses a
+    slurm.conf with a key it does not know. The rule reads the Slurm series the images' tags
+    name (`0.1.0-slurm24.11`: the controller, accounting, rest, login, compute and each group's
+    images, all of which parse the file) and checks each `slurmConfig` key, and each partition
+    `config` and group `partitionConfig` key (raw partition lines too), against what that
+    release's own parser takes (`sunk/slurmconf/slurm_options.json`, generated from the
+    releases we build and checked against them by the slurm tier). Mid-upgrade, with images on
+    two releases, a key must suit both. Releases we have no table for, and tags that name no
+    series, are not checked; plugins are SUNK046's.
+
+    Fails:
+        controller:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm24.11}
+        slurmConfig:
+          PrologTimeout: 120
+
+    Passes:
+        controller:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm26.05}
+        accounting:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm26.05}
+        login:
+          image: {repository: opensunk/login, tag: 0.1.0-slurm26.05}
+        rest:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm26.05}
+        compute:
+          image: {repository: opensunk/slurmd, tag: 0.1.0-slurm26.05}
+        slurmConfig:
+          MpiDefault: pmi2
+          PrologTimeout: 120
+    """
+    named = slurm_releases(ctx)
+    if not named:
+        return
+    for key, value in as_map(ctx.values.get("slurmConfig")).items():
+        if key in NOT_SLURM_KEYS or value is None:
+            continue
+        for release in named:
+            problem = release_options.missing_key(release, "slurm.conf", key)
+            if problem:
+                yield Hit(("slurmConfig", key), problem)
+    for path, whose, config in partition_maps(ctx):
+        for key in config:
+            for release in named:
+                problem = release_options.missing_key(release, "partition", key)
+                if problem:
+                    yield Hit((*path, key), f"{whose}: {problem}")
+    for name, pairs in raw_partitions(ctx):
+        for key in pairs:
+            for release in named:
+                problem = release_options.missing_key(release, "partition", key)
+                if problem:
+                    yield Hit(PARTS, f"partition `{name}`: {problem}")
+
+
+@rule(
+    "SUNK045",
+    "unknown-partition-key",
+    "error",
+    "A partition `config` or group `partitionConfig` key that no Slurm release we build knows "
+    "on a partition line; slurmctld would not start.",
+    "check the spelling against slurm.conf(5)'s PARTITION CONFIGURATION",
+)
+def unknown_partition_key(ctx: RuleContext) -> Iterator[Hit]:
+    """Each key of a declared partition's `config` and of a group's `partitionConfig` becomes
+    `Key=value` on that partition's line of slurm.conf, and Slurm refuses the file over a key a
+    partition line cannot take (a node or global option such as `DefMemPerNode` is fine there;
+    `MaxTme` is not). The rule checks each against the partition-line keys of every release we
+    build, as their own parsers take them, case-insensitively, and suggests the closest. The
+    keys the operator writes itself (`PartitionName`, `Nodes`) are SUNK's other rules'.
+
+    Fails:
+        compute:
+          nodes:
+            cpu: {definitions: [cpu-epyc]}
+          partitions:
+            - name: batch
+              nodeSets: [cpu]
+              config: {MaxTme: "1-00:00:00"}
+
+    Passes:
+        compute:
+          nodes:
+            cpu: {definitions: [cpu-epyc]}
+          partitions:
+            - name: batch
+              nodeSets: [cpu]
+              config: {MaxTime: "1-00:00:00"}
+    """
+    known = release_options.spellings("partition")
+    owned = {k.lower() for k in OWNED_PARTITION_KEYS}
+    for path, whose, config in partition_maps(ctx):
+        for key in config:
+            if key.lower() in known or key.lower() in owned:
+                continue
+            close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.75)
+            extra = f" (did you mean `{known[close[0]]}`?)" if close else ""
+            yield Hit((*path, key), f"{whose}: unknown partition key `{key}`{extra}")
+
+
+@rule(
+    "SUNK046",
+    "slurm-plugin-not-in-image",
+    "warning",
+    "A plugin that our images for a Slurm release the image tags name do not carry, though "
+    "our images for another release do (a site image may carry it).",
+    "use a plugin every image has, or images built with it",
+)
+def plugin_not_in_image(ctx: RuleContext) -> Iterator[Hit]:
+    """Each plugin a plugin key of `slurmConfig` names (`TaskPlugin`, `MpiDefault`,
+    `JobContainerType`, `NamespaceType`, …) is checked against the plugins of our images for
+    each Slurm release the image tags name (`sunk/slurmconf/slurm_options.json`): Debian
+    builds Slurm 26.05 without PMIx, so its images have no `mpi/pmix`, and 24.11 has no
+    `namespace/linux`. Slurm fails where it loads a plugin it does not find (`srun`: "MPI:
+    Cannot create context for mpi/pmix"). A warning, not an error: an image built elsewhere
+    may carry the plugin. Without `MpiDefault`, the renderer writes `MpiDefault=pmix` only
+    when every release the images name has it, `none` otherwise, and the rule says so.
+
+    Fails:
+        controller:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm26.05}
+        accounting:
+          image: {repository: opensunk/controller, tag: 0.1.0-slurm26.05}
+        slurmConfig:
+          MpiDefault: pmi2
+          JobContainerType: job_container/tmpfs
+
+    Passes:
+        slurmConfig:
+          JobContainerType: job_container/tmpfs
+    """
+    named = slurm_releases(ctx)
+    config = as_map(ctx.values.get("slurmConfig"))
+    for key, value in config.items():
+        if key in NOT_SLURM_KEYS or value is None:
+            continue
+        for plugin in release_options.plugins_named(key, value_text(value)):
+            for release in named:
+                missing = release_options.missing_plugin(release, plugin)
+                if missing:
+                    yield Hit(("slurmConfig", key), f"{missing}; Slurm fails where it loads it")
+    if not any(k.lower() == "mpidefault" for k in config):
+        lacking = [r for r in named if release_options.missing_plugin(r, PMIX)]
+        if lacking:
+            yield Hit(
+                ("slurmConfig",),
+                f"MpiDefault is rendered `none`, not `pmix`: our Slurm {', '.join(lacking)} "
+                "images have no mpi/pmix (Debian builds it without PMIx); `srun --mpi=pmi2` "
+                "works there. Set MpiDefault to say which you want",
+            )
