@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 
@@ -87,6 +88,14 @@ class NodeSetInput:
     @property
     def prefix(self) -> str:
         return self.spec.podNamePrefix or self.name
+
+
+def slurmd_container(spec: NodeSetSpec) -> dict[str, Any]:
+    """The pod template's `slurmd` container ({} when it has none)."""
+    for container in spec.template.spec.get("containers") or []:
+        if isinstance(container, dict) and container.get("name") == "slurmd":
+            return container
+    return {}
 
 
 @dataclass(frozen=True)

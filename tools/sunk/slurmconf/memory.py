@@ -11,22 +11,15 @@ from decimal import Decimal
 
 from sunk.models.base import SLURM_CPUS_MAX
 from sunk.models.quantity import QuantityError, parse_quantity, to_mebibytes
-from sunk.slurmconf.inputs import NodeSetInput
+from sunk.slurmconf.inputs import NodeSetInput, slurmd_container
 
 
 class SizingError(ValueError):
     """A NodeSet whose resources leave Slurm nothing to schedule; the message names the key."""
 
 
-def _container(nodeset: NodeSetInput) -> dict:
-    for container in nodeset.spec.template.spec.get("containers") or []:
-        if container.get("name") == "slurmd":
-            return container
-    return {}
-
-
 def resources(nodeset: NodeSetInput) -> tuple[dict, dict]:
-    res = _container(nodeset).get("resources") or {}
+    res = slurmd_container(nodeset.spec).get("resources") or {}
     return res.get("limits") or {}, res.get("requests") or {}
 
 

@@ -20,6 +20,7 @@ from sunk.slurmconf.inputs import (
     STATE_DIR,
     ClusterInputs,
     NodeSetInput,
+    slurmd_container,
 )
 from sunk.slurmconf.memory import def_mem_per_cpu
 from sunk.slurmconf.releases import release_of_image, release_of_tag
@@ -139,10 +140,7 @@ def image_releases(inputs: ClusterInputs) -> list[str]:
     NodeSet's slurmd container), in that order; images whose tags name none are left out."""
     spec = inputs.cluster
     found = [release_of_tag(c.image.tag or "") for c in (spec.controller, spec.login)]
-    for nodeset in inputs.nodesets:
-        for container in nodeset.spec.template.spec.get("containers") or []:
-            if isinstance(container, dict) and container.get("name") == "slurmd":
-                found.append(release_of_image(container.get("image")))
+    found += [release_of_image(slurmd_container(ns.spec).get("image")) for ns in inputs.nodesets]
     return list(dict.fromkeys(r for r in found if r))
 
 

@@ -28,6 +28,7 @@ from sunk.operator.cluster.release_order import (
 )
 from sunk.operator.nodeset.pod import pod_context, template_hash
 from sunk.slurmconf import ClusterInputs, Endpoints, NodeSetInput, RenderError, render_all
+from sunk.slurmconf.inputs import slurmd_container
 from sunk.slurmconf.releases import newer, release_of_image
 from sunk.slurmconf.render import HOT_RELOAD
 from sunk.syncer import lock
@@ -164,9 +165,7 @@ def _build(side: Side, where: str) -> _Built:
         hashes[name] = template_hash(
             node_input, pod_context(side.namespace, side.name, spec, nodeset)
         )
-        images = [c.get("image") for c in nodeset.template.spec.get("containers") or []
-                  if isinstance(c, dict) and c.get("name") == "slurmd"]  # fmt: skip
-        slurmd[name] = release_of_image(images[0]) if images else None
+        slurmd[name] = release_of_image(slurmd_container(nodeset).get("image"))
     return _Built(dict(rendered.files), workloads, hashes, slurmd)
 
 

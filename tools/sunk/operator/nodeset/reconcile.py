@@ -28,6 +28,7 @@ from sunk.operator.nodeset.plan import Plan, plan
 from sunk.operator.nodeset.pod import PodContext, pod_context, s6_services
 from sunk.slurmconf import NodeSetInput
 from sunk.slurmconf.guard import UnsafeConfigError
+from sunk.slurmconf.inputs import slurmd_container
 from sunk.slurmconf.memory import SizingError
 from sunk.slurmconf.releases import release_of_image, release_of_tag, skew_problem
 from sunk.syncer.plan import SlurmNode
@@ -127,9 +128,7 @@ def version_skew(
     the Slurm releases their image tags name (as `sunkctl validate` SUNK043 reads them), with
     ``running`` (the SlurmCluster's ``status.slurmctldRelease``) for what slurmctld runs now.
     A slurmd waiting for slurmctld's upgrade in progress is SlurmUpgradeWaiting, not a skew."""
-    containers = spec.template.spec.get("containers") or []
-    slurmd = next((c for c in containers if isinstance(c, dict) and c.get("name") == "slurmd"), {})
-    node = release_of_image(slurmd.get("image"))
+    node = release_of_image(slurmd_container(spec).get("image"))
     wanted = release_of_tag(cluster.controller.image.tag or "")
     ctld = running or wanted
     problem = skew_problem(node, ctld) if node and ctld else None

@@ -42,6 +42,22 @@ def partition_maps(ctx: RuleContext) -> list[tuple[tuple, str, dict]]:
     return [(path, whose, as_map(config)) for path, whose, config in maps]
 
 
+def configured_options(ctx: RuleContext) -> Iterator[tuple[str, tuple, str, str, str]]:
+    """Every option the values put into slurm.conf, as (table, the finding's path, its message
+    prefix, key, value as Slurm reads it): `slurmConfig` (but its non-slurm.conf keys and
+    nulls), then declared partitions' `config`, groups' `partitionConfig` and raw partition
+    lines."""
+    for key, value in as_map(ctx.values.get("slurmConfig")).items():
+        if key not in NOT_SLURM_KEYS and value is not None:
+            yield "slurm.conf", ("slurmConfig", key), "", key, value_text(value)
+    for path, whose, config in partition_maps(ctx):
+        for key, value in config.items():
+            yield "partition", (*path, key), f"{whose}: ", key, value_text(value)
+    for name, pairs in raw_partitions(ctx):
+        for key, value in pairs.items():
+            yield "partition", PARTS, f"partition `{name}`: ", key, value
+
+
 @rule(
     "SUNK011",
     "unknown-slurm-conf-key",
@@ -180,23 +196,11 @@ def slurm_option_value(ctx: RuleContext) -> Iterator[Hit]:
               nodeSets: [cpu]
               config: {MaxTime: "1-00:00:00"}
     """
-    for key, value in as_map(ctx.values.get("slurmConfig")).items():
-        if key in NOT_SLURM_KEYS or value is None:
-            continue
-        problem = option_types.value_problem(option_types.SLURM_CONF, key, value_text(value))
+    types = {"slurm.conf": option_types.SLURM_CONF, "partition": option_types.PARTITION}
+    for table, path, whose, key, value in configured_options(ctx):
+        problem = option_types.value_problem(types[table], key, value)
         if problem:
-            yield Hit(("slurmConfig", key), problem)
-    partition = option_types.PARTITION
-    for path, whose, config in partition_maps(ctx):
-        for key, value in config.items():
-            problem = option_types.value_problem(partition, key, value_text(value))
-            if problem:
-                yield Hit((*path, key), f"{whose}: {problem}")
-    for name, pairs in raw_partitions(ctx):
-        for key, value in pairs.items():
-            problem = option_types.value_problem(partition, key, value)
-            if problem:
-                yield Hit(PARTS, f"partition `{name}`: {problem}")
+            yield Hit(path, f"{whose}{problem}")
 
 
 @rule(
@@ -241,27 +245,11 @@ def option_not_in_release(ctx: RuleContext) -> Iterator[Hit]:
           PrologTimeout: 120
     """
     named = slurm_releases(ctx)
-    if not named:
-        return
-    for key, value in as_map(ctx.values.get("slurmConfig")).items():
-        if key in NOT_SLURM_KEYS or value is None:
-            continue
+    for table, path, whose, key, _ in configured_options(ctx):
         for release in named:
-            problem = release_options.missing_key(release, "slurm.conf", key)
+            problem = release_options.missing_key(release, table, key)
             if problem:
-                yield Hit(("slurmConfig", key), problem)
-    for path, whose, config in partition_maps(ctx):
-        for key in config:
-            for release in named:
-                problem = release_options.missing_key(release, "partition", key)
-                if problem:
-                    yield Hit((*path, key), f"{whose}: {problem}")
-    for name, pairs in raw_partitions(ctx):
-        for key in pairs:
-            for release in named:
-                problem = release_options.missing_key(release, "partition", key)
-                if problem:
-                    yield Hit(PARTS, f"partition `{name}`: {problem}")
+                yield Hit(path, f"{whose}{problem}")
 
 
 @rule(
@@ -341,16 +329,13 @@ def plugin_not_in_image(ctx: RuleContext) -> Iterator[Hit]:
           JobContainerType: job_container/tmpfs
     """
     named = slurm_releases(ctx)
-    config = as_map(ctx.values.get("slurmConfig"))
-    for key, value in config.items():
-        if key in NOT_SLURM_KEYS or value is None:
-            continue
-        for plugin in release_options.plugins_named(key, value_text(value)):
+    for table, path, _, key, value in configured_options(ctx):
+        for plugin in release_options.plugins_named(key, value) if table == "slurm.conf" else ():
             for release in named:
                 missing = release_options.missing_plugin(release, plugin)
                 if missing:
-                    yield Hit(("slurmConfig", key), f"{missing}; Slurm fails where it loads it")
-    if not any(k.lower() == "mpidefault" for k in config):
+                    yield Hit(path, f"{missing}; Slurm fails where it loads it")
+    if not any(k.lower() == "mpidefault" for k in as_map(ctx.values.get("slurmConfig"))):
         lacking = [r for r in named if release_options.missing_plugin(r, PMIX)]
         if lacking:
             yield Hit(
