@@ -60,9 +60,12 @@ schema: setup
 # where the engine runs and the images are already built; it then skips and says so.
 export SUNK_TEST_IMAGES ?= 1
 
+# Two lanes side by side (sunk.devenv.test_lanes): the real-node tiers (e2e, faults), which
+# mostly wait, beside every other tier. PYTEST_ARGS go to both; `$(PY) -m pytest -m TIER` runs
+# one tier alone.
 test: setup lint
 	$(VENV)/bin/sunkctl schema --check
-	$(PY) -m pytest
+	$(PY) -m sunk.devenv.test_lanes $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .ruff_cache
