@@ -122,6 +122,19 @@ def pods_of(kube, ns: str, nodeset: str) -> list[dict]:
     )
 
 
+def _nodeset_view(kube, ns: str, nodeset: str) -> str:
+    """A NodeSet's status, spec.replicas and its Pods by state, for a failure message."""
+    body = kube.get(f"{API}/namespaces/{ns}/nodesets/{nodeset}")
+    states: dict[str, int] = {}
+    for pod in pods_of(kube, ns, nodeset):
+        meta = pod["metadata"]
+        state = "deleting" if meta.get("deletionTimestamp") else pod["status"].get("phase", "-")
+        if "sunk.coreweave.com/removal" in (meta.get("annotations") or {}):
+            state += " (marked for removal)"
+        states[state] = states.get(state, 0) + 1
+    return f"replicas {body['spec'].get('replicas')}, status {body.get('status')}, Pods {states}"
+
+
 def status(kube, ns: str, kind: str, name: str) -> dict:
     return kube.get(f"{API}/namespaces/{ns}/{kind}/{name}").get("status") or {}
 
@@ -277,11 +290,15 @@ def test_fifty_nodes_fifty_pods_scale_down_and_up(operator, kube, control_plane,
     )
     assert kube.get(scale)["spec"]["replicas"] == 10
     kube.patch(scale, {"spec": {"replicas": 50}})
-    control_plane.wait_for(
-        lambda: status(kube, ns, "nodesets", "cpu").get("numberReady") == 50 or None,
-        120,
-        "back to 50",
-    )
+    try:
+        control_plane.wait_for(
+            lambda: status(kube, ns, "nodesets", "cpu").get("numberReady") == 50 or None,
+            120,
+            "back to 50",
+        )
+    except TimeoutError as exc:
+        # once in CI and once in five runs here the scale-up never came: say what was left
+        raise AssertionError(f"{exc}; {_nodeset_view(kube, ns, 'cpu')}") from exc
 
 
 def test_tainted_node_without_toleration_is_infeasible(
