@@ -29,6 +29,13 @@ def slurm_conf_keys() -> dict[str, str]:
     return release_options.spellings("slurm.conf")
 
 
+def _closest(key: str, known: dict[str, str]) -> str:
+    """` (did you mean `Key`?)` for the known key closest to ``key`` (lower-case → spelling),
+    or "" when none is close."""
+    close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.75)
+    return f" (did you mean `{known[close[0]]}`?)" if close else ""
+
+
 def partition_maps(ctx: RuleContext) -> list[tuple[tuple, str, dict]]:
     """Declared partitions' `config` and groups' `partitionConfig`: (path, whose, the map)."""
     maps = [
@@ -85,9 +92,7 @@ def unknown_slurm_key(ctx: RuleContext) -> Iterator[Hit]:
     for key in as_map(ctx.values.get("slurmConfig")):
         if key in NOT_SLURM_KEYS or key.lower() in known:
             continue
-        close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.75)
-        extra = f" (did you mean `{known[close[0]]}`?)" if close else ""
-        yield Hit(("slurmConfig", key), f"unknown slurm.conf key `{key}`{extra}")
+        yield Hit(("slurmConfig", key), f"unknown slurm.conf key `{key}`{_closest(key, known)}")
 
 
 @rule(
@@ -292,9 +297,8 @@ def unknown_partition_key(ctx: RuleContext) -> Iterator[Hit]:
         for key in config:
             if key.lower() in known or key.lower() in owned:
                 continue
-            close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.75)
-            extra = f" (did you mean `{known[close[0]]}`?)" if close else ""
-            yield Hit((*path, key), f"{whose}: unknown partition key `{key}`{extra}")
+            suggestion = _closest(key, known)
+            yield Hit((*path, key), f"{whose}: unknown partition key `{key}`{suggestion}")
 
 
 @rule(
