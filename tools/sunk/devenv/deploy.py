@@ -7,6 +7,7 @@ Used by the ``e2e`` test tier and by ``sunkctl dev`` (``make demo``).
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import time
@@ -130,14 +131,62 @@ class SlurmDeployment:
             events = self.cluster.kubectl(
                 "get", "events", "-A", "--sort-by=.lastTimestamp", timeout=30
             ).splitlines()[-25:]
-            operator = self.cluster.kubectl(
-                "logs", "-n", OPERATOR_NAMESPACE, "-l", "app.kubernetes.io/component=operator",
-                "--tail=200", "--prefix", timeout=30,
-            )  # fmt: skip
-            operator = "\n".join(operator.splitlines()[-40:])
-        except NodeClusterError as exc:
+            objects = self._sunk_objects()
+            operator = self._operator_logs()
+        except (NodeClusterError, ValueError, KeyError) as exc:  # kubectl failed, or odd JSON
             return f"(kubectl failed: {exc})"
-        return pods + "\n" + "\n".join(events) + "\noperator logs:\n" + operator
+        return "\n".join([pods, *events, objects, "operator logs:", operator])
+
+    def _sunk_objects(self) -> str:
+        """Each SlurmCluster and NodeSet with its Ready condition (reason and message): why
+        the operator holds back, where a timeout is about what it did not do."""
+        lines = []
+        for plural in ("slurmclusters", "nodesets"):
+            listed = json.loads(self.cluster.kubectl("get", plural, "-A", "-o", "json", timeout=30))
+            for item in listed.get("items", []):
+                meta, status = item["metadata"], item.get("status") or {}
+                ready = next(
+                    (c for c in status.get("conditions", []) if c.get("type") == "Ready"), {}
+                )
+                release = status.get("slurmctldRelease")
+                lines.append(
+                    f"{plural[:-1]} {meta['namespace']}/{meta['name']}: Ready="
+                    f"{ready.get('status')} {ready.get('reason')}: {ready.get('message')}"
+                    + (f" slurmctldRelease={release}" if release else "")
+                )
+        return "\n".join(lines)
+
+    def _operator_logs(self, lines: int = 30) -> str:
+        """The last lines of each operator replica, the leader's named: a standby's log alone
+        (one `kubectl logs -l` keeps the tail of the last Pod listed) hides what the leader did.
+        A replica that restarted shows its previous run's end too."""
+        leader = self.cluster.kubectl(
+            "-n", OPERATOR_NAMESPACE, "get", "lease", "sunk-operator",
+            "-o", "jsonpath={.spec.holderIdentity}", "--ignore-not-found", timeout=30,
+        )  # fmt: skip
+        selector = "app.kubernetes.io/component=operator"
+        listed = json.loads(
+            self.cluster.kubectl(
+                "-n", OPERATOR_NAMESPACE, "get", "pods", "-l", selector, "-o", "json", timeout=30
+            )
+        )
+        out = [f"(leader: {leader.strip() or 'none'})"]
+        for pod in listed.get("items", []):
+            name = pod["metadata"]["name"]
+            statuses = pod.get("status", {}).get("containerStatuses") or []
+            runs = [("", False)]
+            if any(s.get("restartCount") for s in statuses):
+                runs.insert(0, (" (previous run)", True))
+            for title, previous in runs:
+                argv = ["-n", OPERATOR_NAMESPACE, "logs", name, f"--tail={lines}"]
+                if previous:
+                    argv.append("--previous")
+                try:
+                    text = self.cluster.kubectl(*argv, timeout=30)
+                except NodeClusterError as exc:
+                    text = f"(no log: {exc})"
+                out.append(f"--- {name}{title}\n{text.rstrip()}")
+        return "\n".join(out)
 
     def wait_ready(self, nodes: int, timeout: float = 900) -> None:
         """SlurmCluster Ready, one Running slurmd Pod per node, every Slurm node idle."""
