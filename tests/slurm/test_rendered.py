@@ -27,8 +27,9 @@ NODES = {
 }
 
 
-def inputs_for(values: Path, rt: SlurmRuntime, placements=()):
-    inputs = parse_release(template(Release(), [values])).cluster_inputs("tenant-slurm")
+def inputs_for(values: Path | list[Path], rt: SlurmRuntime, placements=()):
+    files = values if isinstance(values, list) else [values]
+    inputs = parse_release(template(Release(), files)).cluster_inputs("tenant-slurm")
     return dataclasses.replace(
         inputs, endpoints=rt.endpoints(), placements=tuple(placements), db_password=DB_PASSWORD
     )

@@ -152,6 +152,7 @@ def test_the_owned_sets_are_what_the_builders_add():
         compute={"s6": service},
         scripts={"prolog": "p", "epilog": "e"},
         syncer={"nodeLocking": True},
+        healthCheck={"interval": 60, "mounts": ["/data"]},
         directoryService={
             "enabled": True,
             "ldapUri": ["ldaps://ldap"],

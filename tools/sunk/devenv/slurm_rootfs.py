@@ -39,6 +39,7 @@ PACKAGES: tuple[str, ...] = (
     "mariadb-server",
     "iproute2",
     "procps",
+    "python3",  # the health check runner (sunk.health.runner), as in the slurmd image
 )
 SLURM_SERIES = "24.11"
 STAMP = "stamp.json"

@@ -26,6 +26,7 @@ from sunk.models.base import (
 from sunk.models.k8s import Image
 from sunk.models.values import (
     DIRECTORY_DESCRIPTION,
+    HEALTH_DESCRIPTION,
     NETWORK_POLICY_DESCRIPTION,
     NSSCACHE_DESCRIPTION,
     SCHEDULER_DESCRIPTION,
@@ -35,6 +36,7 @@ from sunk.models.values import (
     Controller,
     DirectoryService,
     Global,
+    HealthCheck,
     Jwt,
     Login,
     Mount,
@@ -162,6 +164,7 @@ class SlurmClusterSpec(Strict):
         default_factory=ClusterNetworkPolicy, description=NETWORK_POLICY_DESCRIPTION
     )
     scripts: Scripts = Field(default_factory=Scripts, description="Prolog/epilog ConfigMaps.")
+    healthCheck: HealthCheck = Field(default_factory=HealthCheck, description=HEALTH_DESCRIPTION)
 
     def syncs(self) -> bool:
         """The Syncer runs: it talks to slurmrestd with a JWT."""
@@ -186,6 +189,17 @@ class SlurmClusterSpec(Strict):
     def locks_nodes(self) -> bool:
         """Jobs lock their Nodes through the prolog hook (the Syncer releases stale locks)."""
         return self.syncs() and self.syncer.nodeLocking
+
+    def health_in(self, kind: str) -> bool:
+        """The health checks run in the ``prolog`` or ``epilog``."""
+        hc = self.healthCheck
+        return bool(hc.checks()) and bool(hc.prolog if kind == "prolog" else hc.epilog)
+
+    def runs_dispatcher(self, kind: str) -> bool:
+        """slurm.conf names the ``prolog`` (or ``epilog``) dispatcher: there are scripts, jobs
+        lock their Nodes, or the health checks run there."""
+        scripts = self.scripts.prolog if kind == "prolog" else self.scripts.epilog
+        return bool(scripts) or self.locks_nodes() or self.health_in(kind)
 
 
 class KeyRecord(Strict):

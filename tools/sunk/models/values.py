@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, create_model, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 
 from sunk import __version__
@@ -25,6 +25,8 @@ from sunk.models.base import (
     INT64_MAX,
     LUA_TEXT,
     MAX_LUA,
+    PERCENT,
+    QUANTITY_PATTERN,
     SLURM_CPUS_MAX,
     ConfKey,
     ConfText,
@@ -1298,6 +1300,107 @@ class ClusterNetworkPolicy(Strict):
     )
 
 
+HEALTH_DESCRIPTION = (
+    "Node health checks run on every slurmd (`sunk-health`): a failing check drains the node "
+    "with `health: <check>: <detail>`, and only a later passing run of that check undrains it."
+)
+# The stock checks' names, as they appear in drain reasons (sunk.health.runner.STOCK).
+HEALTH_STOCK_CHECKS = ("disk-free", "mounts", "idle-processes", "idle-memory", "gpu-count")
+ABS_PATH = r"^/[^\x00\n]*$"
+AbsPath = Annotated[str, Field(pattern=ABS_PATH, max_length=4096)]
+# A free-space minimum: a percentage, or a quantity (bytes), whole.
+PERCENT_OR_QUANTITY = f"^(?:{PERCENT[1:-1]}|{QUANTITY_PATTERN[1:-1]})$"
+MinFree = Annotated[str, Field(pattern=PERCENT_OR_QUANTITY, max_length=64)]
+HEALTH_NAME_RULE = {
+    "rule": f"self.all(k, k.matches('{S6_NAME}') && !(k in {list(HEALTH_STOCK_CHECKS)}))",
+    "message": f"check names must match {S6_NAME} and differ from the stock checks' "
+    f"({', '.join(HEALTH_STOCK_CHECKS)})",
+}
+
+
+def _not_stock_check(name: str) -> str:
+    if name in HEALTH_STOCK_CHECKS:
+        raise ValueError(f"`{name}` is a stock check's name: name the script differently")
+    return name
+
+
+HealthScriptName = Annotated[
+    str,
+    Field(pattern=S6_NAME, max_length=63, json_schema_extra={"not": {"enum": HEALTH_STOCK_CHECKS}}),
+    AfterValidator(_not_stock_check),
+]
+
+
+class HealthCheck(Strict):
+    interval: int = Field(
+        default=0,
+        ge=0,
+        le=INT32_MAX,
+        description="Seconds between the runs slurmd starts (HealthCheckInterval); 0: none.",
+    )
+    nodeState: list[Literal["ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE"]] = Field(
+        default_factory=lambda: ["ANY"],
+        max_length=6,
+        description="Node states the periodic runs cover (HealthCheckNodeState); CYCLE "
+        "spreads the runs over the interval.",
+    )
+    prolog: bool = Field(
+        default=False,
+        description="Run the checks before each job: a failure drains the node, and Slurm "
+        "requeues the job elsewhere.",
+    )
+    epilog: bool = Field(default=False, description="Run the checks after each job.")
+    timeout: int = Field(
+        default=60, ge=1, le=3600, description="Seconds a site script may run before it fails."
+    )
+    diskFree: dict[AbsPath, MinFree] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="`disk-free`: the free space each path needs, a size (`10Gi`) or a "
+        "percentage of its filesystem (`5%`).",
+    )
+    mounts: list[AbsPath] = Field(
+        default_factory=list,
+        max_length=64,
+        description="`mounts`: paths that must be mount points (a lost network filesystem "
+        "leaves an empty directory).",
+    )
+    idleProcesses: bool = Field(
+        default=False,
+        description="`idle-processes`: fail when a user's process (uid ≥ 1000) is left on a "
+        "node that runs no job. Periodic runs only.",
+    )
+    idleMemory: Quantity | None = Field(
+        default=None,
+        description="`idle-memory`: fail when a node that runs no job still holds more "
+        "anonymous and shared memory than this in its slurmd container (e.g. `2Gi`: leaked "
+        "processes, /dev/shm files). Periodic runs only.",
+    )
+    gpuCount: bool = Field(
+        default=False,
+        description="`gpu-count`: the GPU devices the container sees (and `nvidia-smi`, where "
+        "the image has it) match the node's GPU GRES.",
+    )
+    scripts: dict[HealthScriptName, Annotated[str, Field(max_length=MAX_S6_SCRIPT)]] = Field(
+        default_factory=dict,
+        max_length=MAX_S6_SERVICES,
+        description="Site checks by name: a script (with its `#!` interpreter, else /bin/sh) "
+        "that fails by exiting non-zero; its first line of output is the drain's detail.",
+        json_schema_extra={"x-cel": [HEALTH_NAME_RULE]},
+    )
+
+    def checks(self) -> list[str]:
+        """The names of the checks these settings enable."""
+        stock = {
+            "disk-free": bool(self.diskFree),
+            "mounts": bool(self.mounts),
+            "idle-processes": self.idleProcesses,
+            "idle-memory": self.idleMemory is not None,
+            "gpu-count": self.gpuCount,
+        }
+        return [n for n, on in stock.items() if on] + sorted(self.scripts)
+
+
 class SlurmValues(Strict):
     """Values of the `slurm` chart: one Slurm cluster."""
 
@@ -1336,6 +1439,7 @@ class SlurmValues(Strict):
     networkPolicy: ClusterNetworkPolicy = Field(
         default_factory=ClusterNetworkPolicy, description=NETWORK_POLICY_DESCRIPTION
     )
+    healthCheck: HealthCheck = Field(default_factory=HealthCheck, description=HEALTH_DESCRIPTION)
     prologScripts: dict[str, str] = Field(
         default_factory=dict, description="Scripts run in order from prolog.d (name → script)."
     )

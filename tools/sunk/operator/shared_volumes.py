@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.operator import directory, s6
+from sunk.slurmconf import health
 
 Path = tuple[str | int, ...]
 
@@ -56,7 +57,17 @@ LOGIN = Owned(
 )
 SLURMD = Owned(
     "slurmd",
-    frozenset({"munge-socket", "munge-key", "dispatchers", "prolog-d", "epilog-d", "sunk-hook"})
+    frozenset(
+        {
+            "munge-socket",
+            "munge-key",
+            "dispatchers",
+            "prolog-d",
+            "epilog-d",
+            "sunk-hook",
+            health.VOLUME,
+        }
+    )
     | directory.VOLUMES
     | {s6.VOLUME},
     frozenset(
@@ -68,6 +79,7 @@ SLURMD = Owned(
             "/etc/slurm/epilog.sh",
             "/etc/slurm/sunk-lock.sh",
             "/var/run/sunk/hook",
+            health.MOUNT_DIR,
         }
     )
     | directory.CLIENT_PATHS

@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 
 from sunk.models.quantity import QuantityError
+from sunk.slurmconf import health
 from sunk.slurmconf.cgroup import render_cgroup_conf
 from sunk.slurmconf.gres import render_gres_conf
 from sunk.slurmconf.guard import UnsafeConfigError, check_value, find_key
@@ -101,11 +102,12 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
     if spec.accounting.enabled:
         files["slurmdbd.conf"] = render_slurmdbd_conf(inputs, warnings)
     locking = spec.locks_nodes()
-    if spec.scripts.prolog or locking:
-        files["prolog.sh"] = dispatcher("prolog", locking)
-    if spec.scripts.epilog or locking:
-        files["epilog.sh"] = dispatcher("epilog", locking)
+    for kind in ("prolog", "epilog"):
+        if spec.runs_dispatcher(kind):
+            files[f"{kind}.sh"] = dispatcher(kind, locking, spec.health_in(kind))
     if locking:
         files["sunk-lock.sh"] = lock_script()
+    if spec.healthCheck.checks():
+        files[health.FILE] = health.render_checks(spec.healthCheck)
     registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
     return Rendered(files, registrations, warnings)

@@ -4,11 +4,13 @@ stop at the first failure (a failing prolog drains the node, as Slurm intends).
 With node locking on, the prolog first locks the job's Kubernetes Node through the operator's
 hook (``LOCK_SCRIPT``), and the epilog unlocks it last, whatever the epilog scripts did.
 
-``SUNK_SCRIPTS_DIR`` in the dispatcher's environment replaces the directory, and
-``SUNK_LOCK_SCRIPT`` the lock script (tests run the rendered scripts against temporary
-directories; Slurm gives prologs no such variables)."""
+``SUNK_SCRIPTS_DIR`` in the dispatcher's environment replaces the directory,
+``SUNK_LOCK_SCRIPT`` the lock script and ``SUNK_HEALTH`` the health check runner (tests run
+the rendered scripts against temporary directories; Slurm gives prologs no such variables)."""
 
 from __future__ import annotations
+
+from sunk.health.runner import PROGRAM as HEALTH_PROGRAM
 
 LOCK_PATH = "/etc/slurm/sunk-lock.sh"
 HOOK_DIR = "/var/run/sunk/hook"  # the slurmd Pod's projected token and hook URL
@@ -34,6 +36,18 @@ done
 LOCK_STEP = """\
 lock="${{SUNK_LOCK_SCRIPT:-{path}}}"
 if [ -x "$lock" ]; then "$lock" {action} || {on_fail}; fi
+"""
+# The health check runner (sunk.health.runner) drains the node with its reason when a check
+# fails (exit 1); a runner that could not judge (exit 2: no config, no scontrol) or an image
+# without it runs the job unchecked, and says so.
+HEALTH_STEP = """\
+health="${{SUNK_HEALTH:-{path}}}"
+if [ -x "$health" ]; then
+    "$health" --from {kind} >&2
+    [ "$?" -ne 1 ] || {on_fail}
+else
+    echo "{kind}: $health is missing: no health checks for job ${{SLURM_JOB_ID:-?}}" >&2
+fi
 """
 
 # The hook answers within its wait (120 s) plus the API calls around it.
@@ -77,12 +91,16 @@ exit 0
 """
 
 
-def dispatcher(kind: str, lock: bool = False) -> str:
+def dispatcher(kind: str, lock: bool = False, health: bool = False) -> str:
     before = after = ""
+    if health and kind == "prolog":  # a failed check fails the prolog before any lock
+        before += HEALTH_STEP.format(kind=kind, path=HEALTH_PROGRAM, on_fail="exit 1")
     if lock and kind == "prolog":  # a failed lock fails the prolog: Slurm requeues the job
-        before = LOCK_STEP.format(path=LOCK_PATH, action="lock", on_fail="exit 1")
+        before += LOCK_STEP.format(path=LOCK_PATH, action="lock", on_fail="exit 1")
+    if health and kind == "epilog":  # the runner drained the node itself: the job is done
+        after += HEALTH_STEP.format(kind=kind, path=HEALTH_PROGRAM, on_fail=":")
     if lock and kind == "epilog":  # unlock even when an epilog script failed
-        after = LOCK_STEP.format(path=LOCK_PATH, action="unlock", on_fail="status=1")
+        after += LOCK_STEP.format(path=LOCK_PATH, action="unlock", on_fail="status=1")
     return DISPATCHER.format(kind=kind, dir=f"/etc/slurm/{kind}.d", before=before, after=after)
 
 

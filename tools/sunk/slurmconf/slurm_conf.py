@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sunk.slurmconf import release_options
+from sunk.slurmconf import health, release_options
 from sunk.slurmconf.format import (
     BANNER,
     LIST_KEYS,
@@ -117,12 +117,13 @@ def base_settings(inputs: ClusterInputs) -> dict[str, object]:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
         settings["AccountingStorageHost"] = ep.dbd_addr
         settings["AccountingStoragePort"] = ep.dbd_port
-    locking = spec.locks_nodes()  # the prolog locks the job's Node before the job starts
-    if spec.scripts.prolog or locking:
+    # The prolog may lock the job's Node and run the health checks before the job starts.
+    if spec.runs_dispatcher("prolog"):
         settings["Prolog"] = "/etc/slurm/prolog.sh"
         settings["PrologFlags"] = ["Alloc"]
-    if spec.scripts.epilog or locking:
+    if spec.runs_dispatcher("epilog"):
         settings["Epilog"] = "/etc/slurm/epilog.sh"
+    settings.update(health.slurm_settings(spec.healthCheck))
     # No PlugStackConfig: configless slurmd and sackd fetch plugstack.conf from slurmctld and
     # read it beside slurm.conf, where the default points (slurmctld, the login Pods: the
     # mounted /etc/slurm).

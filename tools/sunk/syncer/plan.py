@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sunk.health import reasons
 from sunk.operator import names
 
-K8S_PREFIX = "k8s:"
+K8S_PREFIX = reasons.K8S_PREFIX
 DRAIN_ANNOTATION = "sunk.coreweave.com/drain"
 CORDON_REASON_ANNOTATION = "node.coreweave.cloud/cordonReason"
 NODE_CONDITION = "SlurmCordon"
@@ -145,11 +146,11 @@ def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _extends(reason: str, cause: str) -> bool:
-    """The reason is the cause, or says more about it (``<cause>: <detail>``): a slurmd whose
-    s6 oneshot failed registers drained with ``k8s: Pod X not ready: s6 oneshot …``, and that
-    detail stays while the Pod is not ready."""
-    return reason == cause or reason.startswith(f"{cause}: ")
+def _shared(node: SlurmNode) -> bool:
+    """Drained with a reason the Syncer may write to: its own, or a health check's (the
+    cause goes in front of it); an admin's is never touched (sunk.health.reasons)."""
+    parsed = reasons.parse(node.reason)
+    return node.drained and parsed.other is None
 
 
 def _pod_mark(pod: dict[str, Any]) -> str | None:
@@ -188,13 +189,15 @@ def plan(
         node_name = (pod.get("spec") or {}).get("nodeName")
         node = nodes.get(node_name or "")
         cause = drain_cause(pod, node)
-        if cause is not None:
-            if not current.drained or (
-                current.drained_by_us and not _extends(current.reason, cause)
-            ):
-                actions.drain[name] = cause
-        elif current.drained_by_us and "DOWN" not in current.states:
-            actions.resume.append(name)
+        if cause is not None and not current.drained:
+            actions.drain[name] = cause
+        elif _shared(current) and (cause is not None or "DOWN" not in current.states):
+            # A health check's part of the reason stays when the cause changes or clears.
+            decision = reasons.after_k8s(current.reason, cause)
+            if decision.action == "drain" and decision.reason:
+                actions.drain[name] = decision.reason
+            elif decision.action == "resume":
+                actions.resume.append(name)
         # Slurm -> Kubernetes
         slurm_reason = current.reason if current.drained_in_slurm else None
         key = (pod["metadata"]["namespace"], name)

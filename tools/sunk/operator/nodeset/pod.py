@@ -20,7 +20,7 @@ from sunk.operator.common import (
 )
 from sunk.operator.directory import DirectoryPod, attach
 from sunk.operator.hashing import stable_hash
-from sunk.slurmconf import Endpoints
+from sunk.slurmconf import Endpoints, health
 from sunk.slurmconf.inputs import NodeSetInput
 from sunk.slurmconf.plugstack import runtime_path
 from sunk.slurmconf.registration import registration
@@ -77,6 +77,7 @@ class PodContext:
     prolog_config_map: str | None = None
     epilog_config_map: str | None = None
     locking: bool = False  # jobs lock their Node: the Pod carries the hook's token and URL
+    health: bool = False  # `healthCheck` has checks: the Pod mounts what they are
     hook_url: str = ""  # the operator's lock hook (the Pod reads it from its annotation)
     # The SlurmCluster's share of every slurmd Pod: global.volumes/volumeMounts and
     # compute.mounts (`{name: <mountPath>, pvc}`), merged under the NodeSet's own template
@@ -116,6 +117,7 @@ def pod_context(
         prolog_config_map=cluster.scripts.prolog,
         epilog_config_map=cluster.scripts.epilog,
         locking=cluster.locks_nodes(),
+        health=bool(cluster.healthCheck.checks()),
         hook_url=hook_url,
         cluster_name=cluster_name,
         global_volumes=tuple(cluster.global_.volumes),
@@ -372,10 +374,13 @@ def _merge_tolerations(tolerations: list[dict[str, Any]]) -> list[dict[str, Any]
 
 def _script_volumes(ctx: PodContext) -> list[dict[str, Any]]:
     out = []
-    if ctx.prolog_config_map or ctx.epilog_config_map or ctx.locking:
+    if ctx.prolog_config_map or ctx.epilog_config_map or ctx.locking or ctx.health:
         out.append(
             {"name": "dispatchers", "configMap": {"name": ctx.config_map, "defaultMode": 0o755}}
         )
+    if ctx.health:  # a directory, not a subPath: changed checks reach running Pods
+        items = [{"key": health.FILE, "path": health.MOUNT_NAME}]
+        out.append({"name": health.VOLUME, "configMap": {"name": ctx.config_map, "items": items}})
     for kind, cm in (("prolog", ctx.prolog_config_map), ("epilog", ctx.epilog_config_map)):
         if cm:
             out.append({"name": f"{kind}-d", "configMap": {"name": cm, "defaultMode": 0o755}})
@@ -421,8 +426,10 @@ def _script_mounts(ctx: PodContext) -> list[dict[str, Any]]:
     for kind, cm in (("prolog", ctx.prolog_config_map), ("epilog", ctx.epilog_config_map)):
         if cm:
             out.append({"name": f"{kind}-d", "mountPath": f"/etc/slurm/{kind}.d", "readOnly": True})
-        if cm or ctx.locking:  # slurm.conf names the dispatchers whenever jobs lock nodes
+        if cm or ctx.locking or ctx.health:  # whenever slurm.conf may name the dispatchers
             out.append(_dispatcher_mount(f"/etc/slurm/{kind}.sh"))
+    if ctx.health:
+        out.append({"name": health.VOLUME, "mountPath": health.MOUNT_DIR, "readOnly": True})
     if ctx.hooked:
         out.append(_dispatcher_mount(LOCK_PATH))
         out.append({"name": "sunk-hook", "mountPath": HOOK_DIR, "readOnly": True})

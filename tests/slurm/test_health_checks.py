@@ -1,0 +1,160 @@
+"""Health checks on real Slurm 24.11: the rendered HealthCheckProgram and prolog run our runner
+(sunk.health.runner, installed into the root as the slurmd image installs it), which drains
+and undrains through scontrol (`pytest -k "health_check or verify_undrain"`)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.slurm.test_rendered import inputs_for
+
+from sunk.devenv.slurm_runtime import SlurmRuntime
+from sunk.health import runner
+from sunk.slurmconf import health, render_all
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+NODES = {"cpu-000-001": ("cpu", 0), "cpu-000-002": ("cpu", 0), "gpu-000-001": ("gpu", 2)}
+ONE, TWO = "cpu-000-001", "cpu-000-002"
+
+
+def install_runner(rt: SlurmRuntime, checks: str) -> None:
+    """The runner where the slurmd image puts it (images/slurmd/Dockerfile), and the checks
+    where the operator mounts them."""
+    assert rt.root is not None
+    lib = rt.root / "usr/local/lib/sunk/python/sunk/health"
+    lib.mkdir(parents=True, exist_ok=True)
+    for name in ("__init__.py", "reasons.py", "runner.py"):
+        shutil.copy(REPO / "tools/sunk/health" / name, lib / name)
+    program = rt.root / runner.PROGRAM.lstrip("/")
+    shutil.copy(REPO / "images/slurmd/sunk-health", program)
+    program.chmod(0o755)
+    config = rt.root / runner.CONFIG.lstrip("/")
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(checks)
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_rootfs_path, helm) -> Iterator[SlurmRuntime]:
+    rt = SlurmRuntime(slurm_rootfs_path)
+    try:
+        rendered = render_all(
+            inputs_for([DATA / "values-two-groups.yaml", DATA / "values-health.yaml"], rt)
+        )
+        assert "HealthCheckProgram=/usr/local/bin/sunk-health" in rendered.files["slurm.conf"]
+        rt.start(rendered.files, munge_key=secrets.token_bytes(128))
+        install_runner(rt, rendered.files[health.FILE])
+        for name, (group, gpus) in NODES.items():
+            rt.add_node(name, rendered.registrations[group], gpus=gpus)
+        rt.wait_nodes_idle(NODES, timeout=180)
+        yield rt
+    finally:
+        rt.close()
+
+
+def node_state(rt: SlurmRuntime, name: str) -> tuple[str, str]:
+    out = rt.run("sinfo", "-h", "-N", "-n", name, "-o", "%T|%E", check=True).stdout
+    state, _, reason = out.splitlines()[0].partition("|")
+    return state, reason
+
+
+def wait_for(rt: SlurmRuntime, name: str, ok, what: str, timeout: float = 60) -> tuple[str, str]:
+    deadline = time.monotonic() + timeout
+    seen = node_state(rt, name)
+    while time.monotonic() < deadline:
+        seen = node_state(rt, name)
+        if ok(*seen):
+            return seen
+        time.sleep(1)
+    raise AssertionError(f"{name}: {what} not within {timeout}s; last {seen}\n{rt.logs(30)}")
+
+
+def drained_with(prefix: str):
+    return lambda state, reason: "drain" in state and reason.startswith(prefix)
+
+
+def in_service(state: str, reason: str) -> bool:
+    return "drain" not in state and state in {"idle", "mixed", "allocated"}
+
+
+def marker(rt: SlurmRuntime, kind: str, node: str, text: str | None) -> None:
+    assert rt.root is not None
+    path = rt.root / f"tmp/{kind}-fail-{node}"
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(text + "\n")
+
+
+def scontrol(rt: SlurmRuntime, *args: str) -> None:
+    rt.run("scontrol", *args, check=True)
+
+
+def submit_cpu_job(rt: SlurmRuntime, *args: str) -> str:
+    """A `hostname` job for one of the two cpu nodes; its id."""
+    argv = ["sbatch", "--parsable", *args, "-N1", "-p", "all", "-x", "gpu-000-001"]
+    return rt.run(*argv, "--wrap", "hostname", check=True).stdout.strip()
+
+
+def ended(rt: SlurmRuntime, job: str, timeout: float = 90) -> dict[str, str]:
+    """The job's fields (``scontrol show job``) once it has ended."""
+    rt.wait_job(job, timeout)
+    out = rt.run("scontrol", "show", "job", "-o", job, check=True).stdout
+    return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+
+def test_health_check_drains_keeps_jobs_off_and_undrains_after_a_pass(cluster):
+    rt = cluster
+    marker(rt, "health", ONE, "fabric slow: 3 GB/s")
+    wait_for(rt, ONE, drained_with("health: marker: fabric slow: 3 GB/s"), "health drain")
+    job = ended(rt, submit_cpu_job(rt))
+    assert (job["JobState"], job["NodeList"]) == ("COMPLETED", TWO)  # not on the drained node
+    marker(rt, "health", ONE, None)
+    wait_for(rt, ONE, in_service, "undrain after the check passed")
+
+
+def test_health_check_never_touches_an_admins_drain(cluster):
+    rt = cluster
+    scontrol(rt, "update", f"NodeName={TWO}", "State=DRAIN", "Reason=admin: bad DIMM")
+    marker(rt, "health", TWO, "disk gone")
+    time.sleep(12)  # two periodic runs
+    assert node_state(rt, TWO) == ("drained", "admin: bad DIMM")
+    marker(rt, "health", TWO, None)
+    time.sleep(12)
+    assert node_state(rt, TWO) == ("drained", "admin: bad DIMM")
+    scontrol(rt, "update", f"NodeName={TWO}", "State=RESUME")
+    wait_for(rt, TWO, in_service, "admin's resume")
+
+
+def test_verify_undrain_waits_for_the_next_passing_check(cluster):
+    rt = cluster
+    marker(rt, "health", ONE, "xid 79")
+    wait_for(rt, ONE, drained_with("health: marker: xid 79"), "health drain")
+    reason = "alice: GPU replaced sunk:verify-undrain"
+    scontrol(rt, "update", f"NodeName={ONE}", "State=DRAIN", f"Reason={reason}")
+    time.sleep(12)  # the check still fails: the request waits
+    assert node_state(rt, ONE) == ("drained", reason)
+    marker(rt, "health", ONE, None)
+    wait_for(rt, ONE, in_service, "undrain on the verify request")
+
+
+def test_health_check_in_prolog_requeues_the_job_and_drains_the_node(cluster):
+    rt = cluster
+    # Only TWO can take the job; its prolog check fails.
+    scontrol(rt, "update", f"NodeName={ONE}", "State=DRAIN", "Reason=hold for the test")
+    marker(rt, "prolog", TWO, "nccl allreduce 0.1x")
+    job_id = submit_cpu_job(rt, "--requeue")
+    state = wait_for(rt, TWO, lambda s, r: "drain" in s, "prolog drain")
+    assert state[1].startswith("health: prolog-only: nccl allreduce 0.1x"), state
+    scontrol(rt, "update", f"NodeName={ONE}", "State=RESUME")
+    # Slurm delays a requeued job's start by about two minutes (its BeginTime)
+    job = ended(rt, job_id, timeout=240)
+    assert (job["JobState"], job["NodeList"]) == ("COMPLETED", ONE), f"{job}\n{rt.logs(30)}"
+    assert job["Restarts"] != "0", job
+    marker(rt, "prolog", TWO, None)
+    wait_for(rt, TWO, in_service, "undrain once the check passes again")
