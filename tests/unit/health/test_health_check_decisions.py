@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sunk.health.reasons import Decision, Result, after_k8s, decide, health_reason, parse
-from sunk.syncer.plan import SlurmNode, plan
+from sunk.syncer.plan import ConditionRule, SlurmNode, drain_cause, plan
 from tests.unit.syncer.test_plan import node, pod, slurm
 
 OK, BAD = Result(True), Result(False, "/scratch has 1.0% free, needs 5%")
@@ -97,3 +97,54 @@ def test_health_check_part_survives_the_syncers_plan(reason, ready, cordoned, dr
 def test_health_check_drain_shows_on_the_node_as_a_slurm_drain():
     actions = plan([pod("p")], {"n1": node()}, slurm("p", "IDLE", "DRAIN", reason=DISK))
     assert actions.node_marks == {"n1": DISK}
+
+
+XID = ConditionRule("GpuXidError")
+XID_VERIFY = ConditionRule("GpuXidError", verify=True)
+
+
+def with_condition(status: str, message: str = "XID 79 on GPU 3") -> dict:
+    n = node()
+    n["status"] = {"conditions": [{"type": "GpuXidError", "status": status, "message": message}]}
+    return n
+
+
+def test_health_check_node_condition_drains_and_clears():
+    drained = slurm("p", "IDLE", "DRAIN", reason="k8s: GpuXidError: XID 79 on GPU 3")
+    actions = plan([pod("p")], {"n1": with_condition("True")}, slurm("p"), (XID,))
+    assert actions.drain == {"p": "k8s: GpuXidError: XID 79 on GPU 3"}
+    assert plan([pod("p")], {"n1": with_condition("True")}, drained, (XID,)).empty()
+    # cleared, or no longer listed: resumed
+    assert plan([pod("p")], {"n1": with_condition("False")}, drained, (XID,)).resume == ["p"]
+    assert plan([pod("p")], {"n1": with_condition("True")}, drained).resume == ["p"]
+    # a rule for another status, and a message made one line without our separator
+    unknown = ConditionRule("GpuXidError", status="Unknown")
+    assert plan([pod("p")], {"n1": with_condition("True")}, slurm("p"), (unknown,)).empty()
+    odd = plan([pod("p")], {"n1": with_condition("True", "a | b\nc")}, slurm("p"), (XID,))
+    assert odd.drain == {"p": "k8s: GpuXidError: a / b c"}
+    # no message: the type alone
+    assert drain_cause(pod("p"), with_condition("True", ""), (XID,)) == "k8s: GpuXidError"
+
+
+def test_verify_undrain_after_a_node_condition_clears_waits_for_a_passing_check():
+    k8s = "k8s: GpuXidError: XID 79 on GPU 3"
+    drained = slurm("p", "IDLE", "DRAIN", reason=k8s)
+    pending = f"{k8s} (cleared; sunk:verify-undrain)"
+    actions = plan([pod("p")], {"n1": with_condition("False")}, drained, (XID_VERIFY,))
+    assert actions.drain == {"p": pending} and not actions.resume
+    # the Syncer leaves the pending reason to the runner, and it is not a Slurm drain
+    waiting = slurm("p", "IDLE", "DRAIN", reason=pending)
+    steady = plan([pod("p")], {"n1": with_condition("False")}, waiting, (XID_VERIFY,))
+    assert steady.empty()
+    # the condition comes back: the plain cause again
+    back = plan([pod("p")], {"n1": with_condition("True")}, waiting, (XID_VERIFY,))
+    assert back.drain == {"p": k8s}
+    # the runner: a failing check keeps it (and adds its part), a passing run lifts it
+    both = f"{pending} | {DISK}"
+    assert decide(True, pending, {"disk-free": BAD}, ALL) == Decision("drain", both)
+    assert decide(True, pending, {}, ALL) == Decision()  # nothing ran: nothing verified
+    assert decide(True, pending, {"disk-free": OK}, ALL) == Decision("resume")
+    assert decide(True, both, {"disk-free": OK}, ALL) == Decision("resume")
+    # a cause without verify clears at once, and the runner never lifts a live cause
+    assert after_k8s(k8s, None, ()) == Decision("resume")
+    assert decide(True, k8s, {"disk-free": OK}, ALL) == Decision()

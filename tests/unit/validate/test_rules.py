@@ -201,3 +201,49 @@ def test_a_task_prolog_with_containers_is_found_in_any_case(check, key):
 )
 def test_a_task_prolog_is_fine_without_containers(check, text):
     assert "SUNK039" not in ids(check(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # checks without a schedule; a schedule without checks
+        ("healthCheck:\n  mounts: [/scratch]\n", {("SUNK047", 1)}),
+        ("healthCheck:\n  interval: 60\n", {("SUNK047", 2)}),
+        # verify without a periodic check
+        (
+            "healthCheck:\n  nodeConditions:\n    - {type: GpuXidError, verify: true}\n",
+            {("SUNK047", 3)},
+        ),
+        # Node conditions with the Syncer off
+        (
+            "syncer: {enabled: false}\nhealthCheck:\n  nodeConditions:\n    - type: GpuXid\n",
+            {("SUNK047", 3)},
+        ),
+        # fine: periodic checks, and conditions that verify through them
+        (
+            "healthCheck:\n  interval: 60\n  mounts: [/scratch]\n"
+            "  nodeConditions:\n    - {type: GpuXidError, verify: true}\n",
+            set(),
+        ),
+        ("healthCheck:\n  prolog: true\n  gpuCount: true\n", set()),
+    ],
+)
+def test_health_check_settings_that_cannot_act_are_warned(check, text, found):
+    report = check(text)
+    assert {x for x in at(report) if x[0] == "SUNK047"} == found
+    assert all(str(f.severity) == "warning" for f in report.findings if f.rule_id == "SUNK047")
+
+
+def test_health_check_program_in_slurm_config_is_warned_only_beside_periodic_checks(check):
+    periodic = "healthCheck:\n  interval: 60\n  mounts: [/scratch]\n"
+    report = check(periodic + "slurmConfig:\n  healthcheckprogram: /usr/sbin/nhc\n")
+    (finding,) = [f for f in report.findings if f.rule_id == "SUNK048"]
+    assert finding.key_path == "slurmConfig.healthcheckprogram" and finding.line == 5
+    assert "periodic checks do not run" in finding.message
+    report = check(periodic + "slurmConfig:\n  HealthCheckInterval: 300\n")
+    assert "overrides healthCheck" in next(f.message for f in report.findings)
+    # a site's own program without our checks, or our checks from the prolog only: quiet
+    alone = "slurmConfig:\n  HealthCheckProgram: /usr/sbin/nhc\n  HealthCheckInterval: 300\n"
+    assert "SUNK048" not in ids(check(alone))
+    prolog = "healthCheck: {prolog: true, mounts: [/x]}\nslurmConfig: {HealthCheckProgram: /n}\n"
+    assert "SUNK048" not in ids(check(prolog))

@@ -12,6 +12,10 @@ A node failing a check while a ``k8s:`` cause holds carries both, the Syncer's f
 ``k8s: <cause> | health: <check>: <detail>``. Each writer lifts only its own part: the drain
 ends when neither is left. Other reasons are never touched, except that one carrying SUNK's
 marker ``sunk:verify-undrain`` is lifted by the next run in which every check passes.
+
+A ``k8s:`` cause whose values ask for verification (a Node condition with ``verify``) is not
+lifted when it clears: the Syncer marks it ``<cause> (cleared; sunk:verify-undrain)``, and the
+runner lifts it after its next run in which every check passes.
 """
 
 from __future__ import annotations
@@ -48,6 +52,11 @@ class Reason:
         """An admin asked for the node back once its checks pass."""
         return self.other is not None and VERIFY_MARKER in self.other
 
+    @property
+    def k8s_cleared(self) -> bool:
+        """The Syncer's cause cleared and waits for a passing check (``cleared()``)."""
+        return self.k8s is not None and self.k8s.endswith(CLEARED_SUFFIX)
+
     def text(self) -> str:
         if self.other is not None:
             return self.other
@@ -64,13 +73,26 @@ def parse(reason: str | None) -> Reason:
     return Reason(other=reason or None)
 
 
-def health_reason(check: str, detail: str) -> str:
-    """``health: <check>: <detail>`` on one line, the detail cut to ``MAX_DETAIL``; a ``|``
-    in it would read as our separator, so it becomes ``/``."""
-    flat = " ".join(detail.replace(SEPARATOR.strip(), "/").split()) or "failed"
+def one_line(detail: str, empty: str = "") -> str:
+    """A detail for a reason: one line, cut to ``MAX_DETAIL``; a ``|`` in it would read as our
+    separator, so it becomes ``/``."""
+    flat = " ".join(detail.replace(SEPARATOR.strip(), "/").split()) or empty
     if len(flat) > MAX_DETAIL:
         flat = flat[: MAX_DETAIL - 3] + "..."
-    return f"{HEALTH_PREFIX} {check}: {flat}"
+    return flat
+
+
+def health_reason(check: str, detail: str) -> str:
+    """``health: <check>: <detail>``."""
+    return f"{HEALTH_PREFIX} {check}: {one_line(detail, 'failed')}"
+
+
+CLEARED_SUFFIX = f" (cleared; {VERIFY_MARKER})"
+
+
+def cleared(k8s: str) -> str:
+    """The Syncer's part once its cause cleared, waiting for a passing check."""
+    return k8s + CLEARED_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -115,27 +137,31 @@ def decide(
         if current.check == failing[0] and current.health is not None:
             return NOTHING  # the same check still fails: keep the first detail
         return Decision("drain", Reason(k8s=current.k8s, health=new_health).text())
-    if current.health is None:
-        return NOTHING  # the Syncer's alone
+    if current.health is None:  # the Syncer's alone: ours once its cause cleared
+        return Decision("resume") if current.k8s_cleared and results else NOTHING
     check = current.check or ""
     if check not in results and check in configured:
         return NOTHING  # that check did not run: it has not passed yet
-    if current.k8s is not None:
+    if current.k8s is not None and not current.k8s_cleared:
         return Decision("drain", current.k8s)  # the Syncer's part stays
     return Decision("resume")
 
 
-def after_k8s(reason: str | None, cause: str | None) -> Decision:
+def after_k8s(reason: str | None, cause: str | None, verify: Collection[str] = ()) -> Decision:
     """What the Syncer does to a drained node's reason: ``cause`` is its ``k8s:`` reason now
-    (None: the cause cleared). Only called for reasons that are the Syncer's or health's."""
+    (None: the cause cleared); ``verify``: causes (as ``_extends`` reads them) that the node
+    only loses after a passing check. Only called for reasons that are the Syncer's or
+    health's."""
     current = parse(reason)
     if cause is None:
-        if current.k8s is None:
-            return NOTHING
+        if current.k8s is None or current.k8s_cleared:
+            return NOTHING  # nothing of ours, or the runner's to lift
         if current.health is not None:
-            return Decision("drain", current.health)  # the check's part stays
+            return Decision("drain", current.health)  # the check's part stays and verifies
+        if any(_extends(current.k8s, v) for v in verify):
+            return Decision("drain", cleared(current.k8s))
         return Decision("resume")
-    if current.k8s is not None and _extends(current.k8s, cause):
+    if current.k8s is not None and not current.k8s_cleared and _extends(current.k8s, cause):
         return NOTHING
     return Decision("drain", Reason(k8s=cause, health=current.health).text())
 

@@ -1331,6 +1331,29 @@ HealthScriptName = Annotated[
 ]
 
 
+# A Kubernetes condition type (NodeCondition.type): a name, optionally with a DNS prefix.
+CONDITION_TYPE = f"^(?:{DNS_SUBDOMAIN[1:-1]}/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+class NodeConditionDrain(Strict):
+    """A Node condition that takes the Node's Slurm node out of service."""
+
+    type: str = Field(
+        pattern=CONDITION_TYPE,
+        max_length=316,
+        description="The condition's type, as node-problem-detector or another tool sets it on "
+        "the Node (e.g. `GpuXidError`).",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(
+        default="True", description="The status that drains (`True`: the problem is present)."
+    )
+    verify: bool = Field(
+        default=False,
+        description="When the condition clears, keep the node drained until its next "
+        "passing health check run (`sunk:verify-undrain`); needs `interval` and a check.",
+    )
+
+
 class HealthCheck(Strict):
     interval: int = Field(
         default=0,
@@ -1387,6 +1410,12 @@ class HealthCheck(Strict):
         description="Site checks by name: a script (with its `#!` interpreter, else /bin/sh) "
         "that fails by exiting non-zero; its first line of output is the drain's detail.",
         json_schema_extra={"x-cel": [HEALTH_NAME_RULE]},
+    )
+    nodeConditions: list[NodeConditionDrain] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Node conditions that drain the slurmd on that Node through the Syncer "
+        "(`k8s: <type>: <message>`), lifted when the condition clears.",
     )
 
     def checks(self) -> list[str]:

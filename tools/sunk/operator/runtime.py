@@ -30,6 +30,7 @@ from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import RetryLater, WorkQueue
 from sunk.scheduler.loop import PodScheduler, scheduler_options
 from sunk.syncer.loop import Syncer
+from sunk.syncer.plan import ConditionRule
 from sunk.syncer.slurm_metrics import SlurmMetrics
 
 log = logging.getLogger("sunk.operator")
@@ -210,7 +211,10 @@ class Runtime:
             return
         url = f"http://{names.rest(spec.clusterName)}.{ns}.svc:6820"
         secret = names.jwt_secret_of(spec)
-        settings = (spec.clusterName, url, secret, spec.syncer.logLevel, spec.locks_nodes())
+        rules = tuple(
+            ConditionRule(c.type, c.status, c.verify) for c in spec.healthCheck.nodeConditions
+        )
+        settings = (spec.clusterName, url, secret, spec.syncer.logLevel, spec.locks_nodes(), rules)
         current = self.syncers.get((ns, name))
         if current and current.settings == settings and not current.task.done():
             return
@@ -227,6 +231,7 @@ class Runtime:
             metrics=self.slurm_metrics,
             locking=spec.locks_nodes(),
             active=self.leading,
+            rules=rules,
         )
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)

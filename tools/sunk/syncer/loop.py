@@ -23,6 +23,7 @@ from sunk.syncer.plan import (
     NODE_CONDITION,
     POD_CONDITION,
     Actions,
+    ConditionRule,
     SlurmNode,
     jobs_naming_partition,
     plan,
@@ -54,6 +55,7 @@ class Syncer:
         locking: bool = True,
         active: Callable[[], bool] | None = None,
         metrics_interval: float = METRICS_SECONDS,
+        rules: tuple[ConditionRule, ...] = (),
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
@@ -61,6 +63,7 @@ class Syncer:
         self.metrics, self.metrics_interval = metrics, metrics_interval
         self.locking, self.locker = locking, Locker(kube)
         self.active = active or (lambda: True)  # false: not the leader now; skip passes
+        self.rules = rules  # Node conditions that drain (healthCheck.nodeConditions)
         self._metrics_at = 0.0
         self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
@@ -168,7 +171,7 @@ class Syncer:
                 path_for("v1", "nodes"), f"{cluster},{names.LABEL_NAMESPACE}={self.namespace}"
             )
         }
-        actions = plan(pods, nodes, slurm)
+        actions = plan(pods, nodes, slurm, self.rules)
         await self._apply(restd, actions)
         await self._converge_locks(pods, nodes, slurm)
         self._publish(slurm, actions)

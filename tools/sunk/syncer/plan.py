@@ -8,6 +8,10 @@ is deleted; while it still runs jobs (its Node was deleted, its Pod force-delete
 DOWN first, so Slurm requeues or ends those jobs as their ``--requeue`` says at once instead
 of after ``SlurmdTimeout``.
 
+A Node condition listed in ``healthCheck.nodeConditions`` (node-problem-detector's, say)
+drains too: ``k8s: <type>: <message>``; one listed with ``verify`` keeps the node drained after it
+clears until the next passing health check (sunk.health.reasons).
+
 Slurm → Kubernetes: a drain or down that started in Slurm (its reason lacks the prefix) shows
 on the Node as the annotation ``sunk.coreweave.com/drain`` with the reason and the condition
 ``SlurmCordon``, and on the Pod as the condition ``SlurmDrain``. Both are cleared when Slurm
@@ -102,6 +106,20 @@ def jobs_naming_partition(jobs: list[dict[str, Any]], partition: str) -> list[in
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class ConditionRule:
+    """A Node condition that drains (values ``healthCheck.nodeConditions``)."""
+
+    type: str
+    status: str = "True"
+    verify: bool = False
+
+    @property
+    def cause(self) -> str:
+        """The ``k8s:`` reason it writes, before the condition's message."""
+        return f"{K8S_PREFIX} {self.type}"
+
+
 @dataclass
 class Actions:
     drain: dict[str, str] = field(default_factory=dict)  # Slurm node -> k8s: reason
@@ -127,7 +145,20 @@ class Actions:
         )
 
 
-def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
+def condition_cause(node: dict[str, Any], rules: tuple[ConditionRule, ...]) -> str | None:
+    """``k8s: <type>: <message>`` of the first listed condition the Node shows, or None."""
+    shown = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
+    for rule in rules:
+        found = shown.get(rule.type)
+        if found is not None and found.get("status") == rule.status:
+            message = reasons.one_line(str(found.get("message") or ""))
+            return f"{rule.cause}: {message}" if message else rule.cause
+    return None
+
+
+def drain_cause(
+    pod: dict[str, Any], node: dict[str, Any] | None, rules: tuple[ConditionRule, ...] = ()
+) -> str | None:
     """Why this slurmd Pod's Slurm node must not take jobs (``k8s:`` reason), or None."""
     meta = pod["metadata"]
     if meta.get("deletionTimestamp"):
@@ -140,6 +171,8 @@ def drain_cause(pod: dict[str, Any], node: dict[str, Any] | None) -> str | None:
         why = (annotations.get(CORDON_REASON_ANNOTATION) or "").strip()
         cordoned = f"{K8S_PREFIX} Node {node['metadata']['name']} cordoned"
         return f"{cordoned}: {why}" if why else cordoned
+    if node is not None and (listed := condition_cause(node, rules)):
+        return listed
     conditions = (pod.get("status") or {}).get("conditions") or []
     if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
         return f"{K8S_PREFIX} Pod {meta['name']} not ready"
@@ -168,11 +201,14 @@ def plan(
     pods: list[dict[str, Any]],
     nodes: dict[str, dict[str, Any]],
     slurm: dict[str, SlurmNode],
+    rules: tuple[ConditionRule, ...] = (),
 ) -> Actions:
     """``pods``: the cluster's slurmd Pods (Slurm node name = Pod name); ``nodes``: their
     Kubernetes Nodes by name; ``slurm``: the Slurm nodes by name, read before the Pods (a
-    slurmd registers only from a running Pod, so a node without a Pod here has lost it)."""
+    slurmd registers only from a running Pod, so a node without a Pod here has lost it);
+    ``rules``: the Node conditions that drain."""
     actions = Actions()
+    verify = [rule.cause for rule in rules if rule.verify]
     pod_names = {p["metadata"]["name"] for p in pods}
     for name, node in sorted(slurm.items()):
         if not node.dynamic or name in pod_names:
@@ -188,12 +224,12 @@ def plan(
             continue  # not registered (yet): nothing to drain
         node_name = (pod.get("spec") or {}).get("nodeName")
         node = nodes.get(node_name or "")
-        cause = drain_cause(pod, node)
+        cause = drain_cause(pod, node, rules)
         if cause is not None and not current.drained:
             actions.drain[name] = cause
         elif _shared(current) and (cause is not None or "DOWN" not in current.states):
             # A health check's part of the reason stays when the cause changes or clears.
-            decision = reasons.after_k8s(current.reason, cause)
+            decision = reasons.after_k8s(current.reason, cause, verify)
             if decision.action == "drain" and decision.reason:
                 actions.drain[name] = decision.reason
             elif decision.action == "resume":

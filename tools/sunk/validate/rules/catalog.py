@@ -12,6 +12,7 @@ from sunk.validate.rules import (
     accounting,
     containers,
     gpus_and_resources,
+    health_checks,
     images,
     login_and_directory,
     lua_scripts,
@@ -38,6 +39,7 @@ FAMILIES = (
     containers,
     accounting,
     scheduler_and_syncer,
+    health_checks,
     login_and_directory,
     not_acted_on,
 )
