@@ -125,16 +125,24 @@ def test_prometheus_rule_alerts(objects, tmp_path):
     alerts = {r["alert"]: r for r in group["rules"]}
     assert set(alerts) == {
         "SlurmMetricsDown", "SlurmMetricsStale", "SlurmNodesUnavailable", "SlurmJobsStuckPending",
+        "SlurmPartitionHealthDrained",
     }  # fmt: skip
     for alert in alerts.values():
         assert alert["labels"] == {"severity": "critical"}
         assert set(METRIC_NAME.findall(alert["expr"])) <= set(METRICS)
-        assert "by (namespace, cluster)" in alert["expr"]
+        assert "by (namespace, cluster" in alert["expr"]
         assert "{{ $labels.cluster }}" in alert["annotations"]["summary"]
     assert alerts["SlurmNodesUnavailable"]["expr"].rstrip().endswith("> 0.25")
     assert {"slurm_nodes_down", "slurm_nodes_drain", "slurm_nodes_total"} <= set(
         METRIC_NAME.findall(alerts["SlurmNodesUnavailable"]["expr"])
     )
+    health = alerts["SlurmPartitionHealthDrained"]["expr"]
+    assert health.rstrip().endswith("> 0.1") and "by (namespace, cluster, partition)" in health
+    assert {"slurm_partition_nodes_health_drained", "slurm_partition_nodes_total"} == set(
+        METRIC_NAME.findall(health)
+    )
+    summary = alerts["SlurmPartitionHealthDrained"]["annotations"]["summary"]
+    assert "{{ $labels.partition }}" in summary
     assert alerts["SlurmJobsStuckPending"]["for"] == "2h"
     assert "slurm_queue_pending" in alerts["SlurmJobsStuckPending"]["expr"]
     assert "slurm_metrics_up" in alerts["SlurmMetricsDown"]["expr"]

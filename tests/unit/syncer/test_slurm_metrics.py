@@ -56,7 +56,8 @@ def test_sunk_names_are_all_exported():
 
 
 def test_every_metric_is_a_gauge_with_help_and_the_cluster_labels(observed):
-    assert set(observed) == set(METRICS)
+    # one series per check that drained a node: the recording has none
+    assert set(observed) == set(METRICS) - {"slurm_nodes_health_drained"}
     for name, family in observed.items():
         assert family["type"] == "gauge", name
         assert family["help"] == METRICS[name].help and len(family["help"]) > 10, name
@@ -243,3 +244,23 @@ def test_restd_reads_jobs_partitions_and_diag():
         ("GET", f"{API}/partitions", "slurm"),
         ("GET", f"{API}/diag", "slurm"),
     ]
+
+
+def test_health_check_drains_are_counted_per_check_and_per_partition():
+    def node(name: str, reason: str, *states: str) -> dict:
+        return {"name": name, "state": list(states), "reason": reason, "partitions": ["gpu"]}
+
+    samples = snapshot(
+        [
+            node("a", "health: gpu-count: 7 GPUs, GRES says 8", "IDLE", "DRAIN"),
+            node("b", "k8s: Node n2 cordoned | health: gpu-count: 6 GPUs", "IDLE", "DRAIN"),
+            node("c", "health: disk-free: /scratch has 1% free", "DOWN", "DRAIN"),
+            node("d", "bad DIMM", "IDLE", "DRAIN"),  # an admin's: not a check's
+            node("e", "health: mounts: stale", "IDLE"),  # a reason left on a node in service
+        ],
+        [],
+        [{"name": "gpu", "nodes": {"total": 5}}, {"name": "cpu", "nodes": {"total": 2}}],
+        None,
+    )
+    assert samples["slurm_nodes_health_drained"] == [(("disk-free",), 1.0), (("gpu-count",), 2.0)]
+    assert samples["slurm_partition_nodes_health_drained"] == [(("gpu",), 3.0), (("cpu",), 0.0)]

@@ -1704,6 +1704,13 @@ class PrometheusRuleValues(Strict):
         description="SlurmNodesUnavailable fires above this share of a cluster's nodes down "
         "or drained.",
     )
+    healthDrainedRatio: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="SlurmPartitionHealthDrained fires above this share of a partition's nodes "
+        "drained by failing health checks.",
+    )
     jobsPendingFor: str = Field(
         default="30m",
         pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$",

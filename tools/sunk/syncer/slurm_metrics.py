@@ -24,6 +24,8 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from sunk.health import reasons
+
 MIB = 1024 * 1024
 CLUSTER_LABELS = ("namespace", "cluster")
 
@@ -81,7 +83,15 @@ METRICS: dict[str, Metric] = {
     "slurm_node_mem_alloc": Metric(
         "Memory of the Slurm node allocated to jobs, in bytes.", ("node",)
     ),
+    "slurm_nodes_health_drained": Metric(
+        "Slurm nodes drained by a failing health check (reason `health: <check>: …`, alone or "
+        "behind a `k8s:` cause), per check.",
+        ("check",),
+    ),
     "slurm_partition_nodes_total": Metric("Nodes in the partition.", ("partition",)),
+    "slurm_partition_nodes_health_drained": Metric(
+        "Nodes in the partition drained by a failing health check.", ("partition",)
+    ),
     "slurm_partition_cpu_total": Metric("CPUs in the partition.", ("partition",)),
     "slurm_partition_cpu_alloc": Metric(
         "CPUs allocated to jobs on the partition's nodes (by any partition).", ("partition",)
@@ -209,6 +219,7 @@ def snapshot(
 
     # nodes
     node_states: Counter[str] = Counter()
+    health_drained: Counter[str] = Counter()  # check -> nodes
     per_partition: dict[str, Counter[str]] = defaultdict(Counter)
     total_nodes = 0
     for node in nodes:
@@ -230,13 +241,19 @@ def snapshot(
         samples["slurm_node_gpu_alloc"].append(((name,), float(gpu_alloc)))
         samples["slurm_node_mem_total"].append(((name,), _number(node.get("real_memory")) * MIB))
         samples["slurm_node_mem_alloc"].append(((name,), _number(node.get("alloc_memory")) * MIB))
+        check = reasons.parse(str(node.get("reason") or "")).check if "DRAIN" in states else None
+        if check:
+            health_drained[check] += 1
         for partition in _partitions_of(node):
             per_partition[partition].update(
-                {"cpu_alloc": int(cpu_alloc), "gpu_total": gpus, "gpu_alloc": gpu_alloc}
-            )
+                {"cpu_alloc": int(cpu_alloc), "gpu_total": gpus, "gpu_alloc": gpu_alloc,
+                 "health_drained": 1 if check else 0}
+            )  # fmt: skip
     samples["slurm_nodes_total"].append(((), float(total_nodes)))
     for state in ("idle", "alloc", "mixed", "drain", "down"):
         samples[f"slurm_nodes_{state}"].append(((), float(node_states[state])))
+    for check, count in sorted(health_drained.items()):
+        samples["slurm_nodes_health_drained"].append(((check,), float(count)))
 
     # jobs
     job_states: Counter[str] = Counter()
@@ -260,6 +277,9 @@ def snapshot(
         cpus = partition.get("cpus") or {}
         nodes_of = partition.get("nodes") or {}
         samples["slurm_partition_nodes_total"].append(((name,), _number(nodes_of.get("total"))))
+        samples["slurm_partition_nodes_health_drained"].append(
+            ((name,), float(mine["health_drained"]))
+        )
         samples["slurm_partition_cpu_total"].append(((name,), _number(cpus.get("total"))))
         samples["slurm_partition_cpu_alloc"].append(((name,), float(mine["cpu_alloc"])))
         samples["slurm_partition_gpu_total"].append(((name,), float(mine["gpu_total"])))
