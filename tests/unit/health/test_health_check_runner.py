@@ -156,6 +156,21 @@ def test_health_check_settings_reach_slurm_conf_the_dispatchers_and_the_slurmd_p
     assert mounts["/etc/slurm/epilog.sh"]["subPath"] == "epilog.sh"
 
 
+def test_health_check_changes_roll_no_controller_unless_slurm_conf_changes():
+    """The runner reads its checks at each run (the slurmd Pods mount the file as a directory,
+    so the kubelet updates it): a changed check keeps the config hash the controller and login
+    Pods carry; a changed interval is a slurm.conf change."""
+    from tests.unit.test_slurmconf import cluster, render
+
+    def rendered(**hc):
+        return render(cluster(healthCheck={"interval": 300, "mounts": ["/data"], **hc}))
+
+    base = rendered()
+    assert rendered(mounts=["/data", "/scratch"]).config_hash == base.config_hash
+    assert rendered(scripts={"x": "exit 0"}).config_hash == base.config_hash
+    assert rendered(interval=600).config_hash != base.config_hash
+
+
 @pytest.mark.parametrize(("runner_exit", "prolog_exit"), [(0, 0), (1, 1), (2, 0)])
 def test_health_check_fails_the_prolog_only_on_a_failed_check(tmp_path, runner_exit, prolog_exit):
     """Exit 1 (a check failed, the node drained) fails the prolog; exit 2 (the runner could not

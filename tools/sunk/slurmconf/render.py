@@ -25,7 +25,8 @@ from sunk.slurmconf.topology import layout, render_topology_conf
 
 # Files a change of which needs no pod restart (`scontrol reconfigure` picks them up; the Lua
 # plugins reread their scripts by themselves, see sunk.slurmconf.lua).
-HOT_RELOAD = frozenset({"topology.conf", JOB_SUBMIT, CLI_FILTER})
+# Files read afresh where they are used: the health checks at each run of the runner.
+HOT_RELOAD = frozenset({"topology.conf", JOB_SUBMIT, CLI_FILTER, health.FILE})
 
 
 class RenderError(ValueError):
