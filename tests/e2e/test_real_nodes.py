@@ -5,7 +5,8 @@ enforced by kube-router on every node, jobs through the login Pod,
 a directory user who logs in with SSH and runs a two-node job in their shared home, s6
 services (a oneshot before slurmd, a longrun restarted, a failing oneshot that keeps its node
 out, a fixed script rolled out),
-slurmrestd with a JWT, a slurmd Pod deleted and recreated, an upgrade that changes a
+slurmrestd with a JWT, a health check that drains its node beside a cordon, a slurmd Pod
+deleted and recreated, an upgrade that changes a
 partition, and an uninstall that keeps the keys and the controller state.
 
 The tests share one deployment and run in file order; each asserts on what the real
@@ -99,8 +100,22 @@ compute:
   partitions:
     - {name: batch, nodeSets: [ALL], default: true}
     - {name: short, nodeSets: [ALL], config: {MaxTime: "00:30:00"}}
+# Health checks run by slurmd every 5 s in each slurmd container: the shared volume must be a
+# mount point, and a site check fails while its marker file exists (HEALTH_MARKER). A Node
+# condition drains through the Syncer.
+healthCheck:
+  interval: 5
+  mounts: [/shared]
+  scripts:
+    marker: |
+      f=/run/sunk-e2e-health-fail
+      if [ -e "$f" ]; then cat "$f"; exit 1; fi
+  # as node-problem-detector sets one; cleared, the node waits for a passing check
+  nodeConditions:
+    - {type: SunkE2EGpuXid, verify: true}
 """
 )
+HEALTH_MARKER = "/run/sunk-e2e-health-fail"
 UPGRADED = PARTITIONS.replace('MaxTime: "00:30:00"', 'MaxTime: "00:20:00"')
 # /home of the directory's users, shared by the login and slurmd Pods like /shared.
 HOME_DIR = f"/tmp/sunk-e2e-home-{uuid.uuid4().hex[:8]}"
@@ -849,9 +864,105 @@ def test_a_drain_started_in_slurm_shows_on_the_node_and_pod_and_is_left_alone(
     slurm.wait("the Node annotation and SlurmCordon cleared", cleared, timeout=120)
 
 
-def test_operator_metrics_carry_the_slurm_cluster_state(slurm: SlurmDeployment):
-    """The Syncer feeds SUNK's slurm_* gauges from slurmrestd into the operator's /metrics
-    (read through the metrics Service from the login Pod, as Prometheus would)."""
+def test_health_check_drains_a_pod_node_and_shares_the_reason_with_the_syncer(
+    slurm: SlurmDeployment,
+):
+    """The slurmd image's runner, started by slurmd in a configless Pod, drains its node while
+    a check fails and lifts only its own part of the reason; the Syncer's part (a cordon) goes
+    in front of it and is lifted on the uncordon (sunk.health.reasons)."""
+    pod = slurm.running_pods("compute")[0]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    health = "health: marker: e2e xid 79"
+    k8s = f"k8s: Node {node} cordoned: e2e health"
+
+    def reason_is(expected: str):
+        return lambda: (s := slurm.slurm_node(name))[1] == expected and "drain" in s[0] and s
+
+    slurm.exec(name, "slurmd", "sh", "-c", f"echo 'e2e xid 79' > {HEALTH_MARKER}")
+    uncordon = {
+        "spec": {"unschedulable": None},
+        "metadata": {"annotations": {"node.coreweave.cloud/cordonReason": None}},
+    }
+    try:
+        slurm.wait(f"{name} drained by its check", reason_is(health), timeout=60, interval=1)
+        # counted per check and per partition (the Syncer reads the metrics every 30 s)
+        labels = f'cluster="{CLUSTER}",namespace="{slurm.namespace}"'
+        text = _scrape(slurm, f'slurm_nodes_health_drained{{check="marker",{labels}}} 1.0')
+        assert f'slurm_partition_nodes_health_drained{{{labels},partition="batch"}} 1.0' in text
+        _patch_node(
+            slurm,
+            node,
+            {
+                "spec": {"unschedulable": True},
+                "metadata": {"annotations": {"node.coreweave.cloud/cordonReason": "e2e health"}},
+            },
+        )
+        slurm.wait("the cordon in front", reason_is(f"{k8s} | {health}"), timeout=120)
+        slurm.exec(name, "slurmd", "rm", "-f", HEALTH_MARKER)
+        slurm.wait("the check's part lifted", reason_is(k8s), timeout=60, interval=1)
+        _patch_node(slurm, node, uncordon)
+        slurm.wait(f"{name} idle after the uncordon", lambda: name in slurm.idle_nodes(), 120)
+    finally:
+        slurm.exec(name, "slurmd", "rm", "-f", HEALTH_MARKER)
+        _patch_node(slurm, node, uncordon)
+    out = slurm.exec(name, "slurmd", "sunk-health")  # by hand, as an admin runs it: all pass
+    assert "sunk-health: " + name + ": mounts: ok" in out, out
+    assert "marker: ok" in out, out
+
+
+def _node_condition(slurm: SlurmDeployment, node: str, status: str, message: str) -> None:
+    """Set a Node condition the way node-problem-detector does: a strategic merge patch of the
+    Node's status (conditions merge by type)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {"type": "SunkE2EGpuXid", "status": status, "message": message,
+                 "reason": "E2E", "lastTransitionTime": now, "lastHeartbeatTime": now}  # fmt: skip
+    slurm.cluster.client.patch(
+        f"/api/v1/nodes/{node}/status", {"status": {"conditions": [condition]}}, strategic=True
+    )
+
+
+def test_health_check_node_condition_drains_and_clears_only_after_a_passing_check(
+    slurm: SlurmDeployment,
+):
+    """`healthCheck.nodeConditions` with `verify`: the Syncer drains for the condition
+    (`k8s: <type>: <message>`); cleared while a check fails, the check's part keeps the node
+    out until it passes; cleared with every check passing, the Syncer marks it
+    `sunk:verify-undrain` and the next passing run lifts it."""
+    pod = slurm.running_pods("compute")[-1]
+    name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+    k8s = "k8s: SunkE2EGpuXid: XID 79 on GPU 3"
+    health = "health: marker: e2e ecc"
+
+    def reason_is(expected: str):
+        return lambda: (s := slurm.slurm_node(name))[1] == expected and "drain" in s[0] and s
+
+    try:
+        _node_condition(slurm, node, "True", "XID 79 on GPU 3")
+        slurm.wait(f"{name} drained for the condition", reason_is(k8s), timeout=120)
+        slurm.exec(name, "slurmd", "sh", "-c", f"echo 'e2e ecc' > {HEALTH_MARKER}")
+        slurm.wait("the check's part behind it", reason_is(f"{k8s} | {health}"), 60, 1)
+        _node_condition(slurm, node, "False", "")
+        slurm.wait("the check's part alone", reason_is(health), timeout=120)
+        slurm.exec(name, "slurmd", "rm", "-f", HEALTH_MARKER)
+        slurm.wait(f"{name} idle after the check passed", lambda: name in slurm.idle_nodes(), 60)
+        # again, every check passing when it clears: verified by the next run
+        _node_condition(slurm, node, "True", "XID 79 on GPU 3")
+        slurm.wait(f"{name} drained again", reason_is(k8s), timeout=120)
+        _node_condition(slurm, node, "False", "")
+        slurm.wait(f"{name} idle after its verify run", lambda: name in slurm.idle_nodes(), 120)
+    finally:
+        slurm.exec(name, "slurmd", "rm", "-f", HEALTH_MARKER)
+        _node_condition(slurm, node, "False", "")
+    controller = slurm.running_pods("controller")[0]["metadata"]["name"]
+    log = slurm.cluster.kubectl(
+        "logs", "-n", slurm.namespace, controller, "-c", "slurmctld", timeout=60
+    )
+    assert f"{k8s} (cleared; sunk:verify-undrain)" in log, log[-3000:]
+
+
+def _scrape(slurm: SlurmDeployment, sample: str, timeout: float = 120) -> str:
+    """The operator's /metrics once it has ``sample`` (read through the metrics Service from
+    the login Pod, as Prometheus would)."""
     (service,) = [
         s["metadata"]["name"]
         for s in slurm.cluster.client.list("/api/v1/namespaces/sunk/services")
@@ -861,13 +972,18 @@ def test_operator_metrics_carry_the_slurm_cluster_state(slurm: SlurmDeployment):
         f"exec 3<>/dev/tcp/{service}.sunk.svc.cluster.local/8080; "
         "printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
     )
-    labels = f'{{cluster="{CLUSTER}",namespace="{slurm.namespace}"}}'
 
     def scraped() -> str | None:
         text = slurm.login("bash", "-c", request)
-        return text if f"slurm_nodes_total{labels} 2.0" in text else None
+        return text if sample in text else None
 
-    text = slurm.wait("slurm_nodes_total in the operator's /metrics", scraped, 120)
+    return slurm.wait(f"{sample} in the operator's /metrics", scraped, timeout)
+
+
+def test_operator_metrics_carry_the_slurm_cluster_state(slurm: SlurmDeployment):
+    """The Syncer feeds SUNK's slurm_* gauges from slurmrestd into the operator's /metrics."""
+    labels = f'{{cluster="{CLUSTER}",namespace="{slurm.namespace}"}}'
+    text = _scrape(slurm, f"slurm_nodes_total{labels} 2.0")
     assert f"slurm_metrics_up{labels} 1.0" in text
     assert "# HELP slurm_nodes_idle " in text
     assert f'kube_sunk_nodeset_ready{{namespace="{slurm.namespace}",nodeset="cpu"}} 2' in text
