@@ -4,6 +4,7 @@ and undrains through scontrol (`pytest -k "health_check or verify_undrain"`)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import shutil
 import time
@@ -29,7 +30,7 @@ def install_runner(rt: SlurmRuntime, checks: str) -> None:
     assert rt.root is not None
     lib = rt.root / "usr/local/lib/sunk/python/sunk/health"
     lib.mkdir(parents=True, exist_ok=True)
-    for name in ("__init__.py", "reasons.py", "runner.py"):
+    for name in ("__init__.py", "reasons.py", "runner.py", "active.py", "allreduce.py"):
         shutil.copy(REPO / "tools/sunk/health" / name, lib / name)
     program = rt.root / runner.PROGRAM.lstrip("/")
     shutil.copy(REPO / "images/slurmd/sunk-health", program)
@@ -158,3 +159,41 @@ def test_health_check_in_prolog_requeues_the_job_and_drains_the_node(cluster):
     assert job["Restarts"] != "0", job
     marker(rt, "prolog", TWO, None)
     wait_for(rt, TWO, in_service, "undrain once the check passes again")
+
+
+def run_active(rt: SlurmRuntime, name: str) -> tuple[int, dict[str, str]]:
+    """An active check's job on both cpu nodes, as an admin runs one by hand: its exit status
+    and its fields (its comment holds the result)."""
+    out = rt.run(
+        "sbatch", "--parsable", "--wait", "--exclusive", "-N2", "-w", f"{ONE},{TWO}",
+        "-o", "/tmp/active-%j.out", "--wrap", f"{runner.PROGRAM} --active {name}", timeout=180,
+    )  # fmt: skip
+    job = out.stdout.strip().splitlines()[0]
+    shown = rt.run("scontrol", "show", "job", job, check=True).stdout
+    comment = re.search(r"^\s*Comment=(.*)$", shown, re.M)
+    return out.returncode, {"Comment": comment.group(1).strip() if comment else "", "JobId": job}
+
+
+def test_health_check_active_failure_drains_its_nodes_until_verified(cluster):
+    rt = cluster
+    assert rt.root is not None
+    (rt.root / "tmp/active-fail").write_text("fabric slow: 3 GB/s\n")
+    try:
+        code, job = run_active(rt, "site-fabric")
+        assert code == 1, (job, rt.logs(30))
+        assert job["Comment"] == f"sunk-health check=site-fabric result=fail nodes={ONE},{TWO}"
+        reason = "health: site-fabric: fabric slow: 3 GB/s"
+        for name in (ONE, TWO):
+            wait_for(rt, name, drained_with(reason), "active check drain")
+        time.sleep(12)  # periodic runs pass their own checks; the active one did not run
+        assert node_state(rt, ONE) == ("drained", reason)
+    finally:
+        (rt.root / "tmp/active-fail").unlink(missing_ok=True)
+    # an admin asks for the nodes back once their checks pass
+    for name in (ONE, TWO):
+        scontrol(rt, "update", f"NodeName={name}", "State=DRAIN",
+                 "Reason=fabric reseated sunk:verify-undrain")  # fmt: skip
+    for name in (ONE, TWO):
+        wait_for(rt, name, in_service, "undrain on the verify request")
+    code, job = run_active(rt, "site-fabric")
+    assert code == 0 and "result=pass" in job["Comment"], job

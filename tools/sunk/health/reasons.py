@@ -134,17 +134,23 @@ def decide(
             return Decision("resume")
         return NOTHING
     if new_health is not None:
-        if current.check == failing[0] and current.health is not None:
-            return NOTHING  # the same check still fails: keep the first detail
+        if current.health is not None and not _passed(current.check, results, configured):
+            return NOTHING  # its check still fails, or did not run: keep the first detail
         return Decision("drain", Reason(k8s=current.k8s, health=new_health).text())
     if current.health is None:  # the Syncer's alone: ours once its cause cleared
         return Decision("resume") if current.k8s_cleared and results else NOTHING
-    check = current.check or ""
-    if check not in results and check in configured:
-        return NOTHING  # that check did not run: it has not passed yet
+    if not _passed(current.check, results, configured):
+        return NOTHING  # that check did not run (an active one, an idle one): not passed yet
     if current.k8s is not None and not current.k8s_cleared:
         return Decision("drain", current.k8s)  # the Syncer's part stays
     return Decision("resume")
+
+
+def _passed(check: str | None, results: Mapping[str, Result], configured: Collection[str]) -> bool:
+    """The check a health drain names passed in this run, or is no longer configured."""
+    if check in results:
+        return results[check].ok
+    return check not in configured
 
 
 def after_k8s(reason: str | None, cause: str | None, verify: Collection[str] = ()) -> Decision:

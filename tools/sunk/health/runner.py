@@ -239,11 +239,13 @@ STOCK = {
 @dataclass
 class Config:
     """``checks.json``: ``stock`` (check name → its setting), ``scripts`` (name → text),
-    ``timeout`` (seconds a site script may take)."""
+    ``timeout`` (seconds a site script may take), ``active`` (the active checks, run as jobs by
+    ``sunk.health.active``: a periodic run never lifts their drains)."""
 
     stock: dict[str, Any] = field(default_factory=dict)
     scripts: dict[str, str] = field(default_factory=dict)
     timeout: int = 60
+    active: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> Config:
@@ -258,11 +260,12 @@ class Config:
             stock=dict(data.get("stock") or {}),
             scripts=dict(data.get("scripts") or {}),
             timeout=int(data.get("timeout") or 60),
+            active=dict(data.get("active") or {}),
         )
 
     @property
     def names(self) -> set[str]:
-        return set(self.stock) | set(self.scripts)
+        return set(self.stock) | set(self.scripts) | set(self.active)
 
 
 def run_checks(config: Config, node: Node, origin: str) -> dict[str, Result]:
@@ -323,7 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="origin", default="periodic",
                         choices=("periodic", "prolog", "epilog"))  # fmt: skip
     parser.add_argument("--config", default=os.environ.get("SUNK_HEALTH_CONFIG", CONFIG))
+    parser.add_argument("--active", metavar="NAME", help="run this active check (in its job)")
     args = parser.parse_args(argv)
+    if args.active:
+        from sunk.health import active  # it imports this module
+
+        return active.run(args.active, Path(args.config))
     name = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     try:
         config = Config.load(Path(args.config))

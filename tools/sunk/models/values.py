@@ -1354,7 +1354,77 @@ class NodeConditionDrain(Strict):
     )
 
 
+class AllreduceCheck(Strict):
+    """The stock active check: an MPI allreduce across the job's nodes (mpi4py on the slurmd
+    image's OpenMPI, one rank per node), judged by its bus bandwidth."""
+
+    minBusBandwidth: Quantity = Field(
+        description="Bytes per second of bus bandwidth (as nccl-tests count it: "
+        "2·(n−1)/n · size / time) below which the run fails, e.g. `1Gi`."
+    )
+    size: Quantity = Field(default="16Mi", description="Bytes each allreduce sums.")
+    iterations: int = Field(default=20, ge=1, le=10000, description="Timed allreduces.")
+
+
+ACTIVE_CHECK_RULES = [
+    {
+        "rule": "has(self.allreduce) != has(self.script)",
+        "message": "set either allreduce or script",
+    }
+]
+
+
+class ActiveCheck(Strict):
+    """A check that runs as a Slurm job the operator submits every `every` seconds: on idle
+    nodes (whole nodes), at the lowest priority."""
+
+    model_config = ConfigDict(json_schema_extra={"x-cel": ACTIVE_CHECK_RULES})
+
+    every: int = Field(
+        ge=60,
+        le=INT32_MAX,
+        description="Seconds between runs; the first comes one interval after the operator "
+        "first sees the check.",
+    )
+    nodes: int = Field(default=2, ge=1, le=1024, description="Nodes per run.")
+    partition: SlurmName | None = Field(
+        default=None, max_length=200, description="Partition of the job (default: Slurm's)."
+    )
+    qos: SlurmName | None = Field(
+        default=None,
+        max_length=200,
+        description="QOS of the job, e.g. one that other jobs may preempt.",
+    )
+    timeLimit: int = Field(default=10, ge=1, le=1440, description="Minutes the job may run.")
+    allreduce: AllreduceCheck | None = Field(
+        default=None, description="The stock MPI allreduce bandwidth check."
+    )
+    script: Annotated[str, Field(min_length=1, max_length=MAX_S6_SCRIPT)] | None = Field(
+        default=None,
+        description="Or: a site script run as the job's batch step (its `#!` interpreter, "
+        "else /bin/sh), e.g. `srun` of NCCL's all_reduce_perf with a threshold; non-zero "
+        "fails the run, and its first line of output is the detail.",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ActiveCheck:
+        if (self.allreduce is None) == (self.script is None):
+            raise ValueError("set either allreduce or script")
+        return self
+
+
+HEALTH_ACTIVE_RULES = [
+    {
+        "rule": "!has(self.active) || !has(self.scripts) || "
+        "self.active.all(k, !(k in self.scripts))",
+        "message": "an active check cannot share a name with a check in scripts",
+    }
+]
+
+
 class HealthCheck(Strict):
+    model_config = ConfigDict(json_schema_extra={"x-cel": HEALTH_ACTIVE_RULES})
+
     interval: int = Field(
         default=0,
         ge=0,
@@ -1411,6 +1481,13 @@ class HealthCheck(Strict):
         "that fails by exiting non-zero; its first line of output is the drain's detail.",
         json_schema_extra={"x-cel": [HEALTH_NAME_RULE]},
     )
+    active: dict[HealthScriptName, ActiveCheck] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Active checks by name: Slurm jobs the operator submits on a schedule; a "
+        "failed run drains its nodes with `health: <name>: <detail>`.",
+        json_schema_extra={"x-cel": [HEALTH_NAME_RULE]},
+    )
     nodeConditions: list[NodeConditionDrain] = Field(
         default_factory=list,
         max_length=32,
@@ -1418,8 +1495,22 @@ class HealthCheck(Strict):
         "(`k8s: <type>: <message>`), lifted when the condition clears.",
     )
 
+    @model_validator(mode="after")
+    def _distinct_names(self) -> HealthCheck:
+        shared = sorted(set(self.active) & set(self.scripts))
+        if shared:
+            raise ValueError(
+                f"active check {shared[0]!r} shares its name with a check in scripts: an "
+                "active check cannot share a name with a check in scripts"
+            )
+        return self
+
+    def renders_file(self) -> bool:
+        """The checks file (and its volume in the slurmd Pods) exists: there are checks."""
+        return bool(self.checks() or self.active)
+
     def checks(self) -> list[str]:
-        """The names of the checks these settings enable."""
+        """The names of the passive checks these settings enable."""
         stock = {
             "disk-free": bool(self.diskFree),
             "mounts": bool(self.mounts),

@@ -29,6 +29,7 @@ from sunk.operator.nodeset.claims import CLAIM_LABELS, label_nodes
 from sunk.operator.nodeset.reconcile import reconcile_nodeset
 from sunk.operator.queue import RetryLater, WorkQueue
 from sunk.scheduler.loop import PodScheduler, scheduler_options
+from sunk.syncer.active_checks import CheckJob
 from sunk.syncer.loop import Syncer
 from sunk.syncer.plan import ConditionRule
 from sunk.syncer.slurm_metrics import SlurmMetrics
@@ -214,7 +215,13 @@ class Runtime:
         rules = tuple(
             ConditionRule(c.type, c.status, c.verify) for c in spec.healthCheck.nodeConditions
         )
-        settings = (spec.clusterName, url, secret, spec.syncer.logLevel, spec.locks_nodes(), rules)
+        checks = tuple(
+            CheckJob(name, c.every, c.nodes, c.partition, c.qos, c.timeLimit)
+            for name, c in sorted(spec.healthCheck.active.items())
+        )
+        settings = (
+            spec.clusterName, url, secret, spec.syncer.logLevel, spec.locks_nodes(), rules, checks,
+        )  # fmt: skip
         current = self.syncers.get((ns, name))
         if current and current.settings == settings and not current.task.done():
             return
@@ -232,6 +239,7 @@ class Runtime:
             locking=spec.locks_nodes(),
             active=self.leading,
             rules=rules,
+            active_checks=checks,
         )
         task = asyncio.get_running_loop().create_task(syncer.run())
         self.syncers[(ns, name)] = RunningSyncer(settings, syncer, task)

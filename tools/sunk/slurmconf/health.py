@@ -52,5 +52,19 @@ def render_checks(hc: HealthCheck) -> str:
         stock["idle-memory"] = _bytes(hc.idleMemory)
     if hc.gpuCount:
         stock["gpu-count"] = True
+    active: dict[str, object] = {}
+    for name, check in sorted(hc.active.items()):
+        entry: dict[str, object] = {"timeLimit": check.timeLimit}
+        if check.allreduce is not None:
+            entry["allreduce"] = {
+                "minBusBandwidth": _bytes(check.allreduce.minBusBandwidth),
+                "size": _bytes(check.allreduce.size),
+                "iterations": check.allreduce.iterations,
+            }
+        else:
+            entry["script"] = check.script
+        active[name] = entry
     config = {"stock": stock, "scripts": dict(sorted(hc.scripts.items())), "timeout": hc.timeout}
+    if active:
+        config["active"] = active
     return json.dumps(config, indent=2, sort_keys=True) + "\n"

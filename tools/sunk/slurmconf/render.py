@@ -108,7 +108,7 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
             files[f"{kind}.sh"] = dispatcher(kind, locking, spec.health_in(kind))
     if locking:
         files["sunk-lock.sh"] = lock_script()
-    if spec.healthCheck.checks():
+    if spec.healthCheck.renders_file():
         files[health.FILE] = health.render_checks(spec.healthCheck)
     registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
     return Rendered(files, registrations, warnings)

@@ -17,6 +17,7 @@ from typing import Any
 from sunk.operator import names
 from sunk.operator.client import Kube, path_for
 from sunk.syncer import lock
+from sunk.syncer.active_checks import CheckJob, Schedule
 from sunk.syncer.hook import Locker
 from sunk.syncer.plan import (
     DRAIN_ANNOTATION,
@@ -56,6 +57,7 @@ class Syncer:
         active: Callable[[], bool] | None = None,
         metrics_interval: float = METRICS_SECONDS,
         rules: tuple[ConditionRule, ...] = (),
+        active_checks: tuple[CheckJob, ...] = (),
     ) -> None:
         self.kube, self.namespace, self.cluster = kube, namespace, cluster
         self.rest_url, self.jwt_secret, self.interval = rest_url, jwt_secret, interval
@@ -64,6 +66,7 @@ class Syncer:
         self.locking, self.locker = locking, Locker(kube)
         self.active = active or (lambda: True)  # false: not the leader now; skip passes
         self.rules = rules  # Node conditions that drain (healthCheck.nodeConditions)
+        self.schedule = Schedule(active_checks)  # healthCheck.active
         self._metrics_at = 0.0
         self.log = logging.getLogger(f"sunk.syncer.{namespace}.{cluster}")
         self.log.setLevel(log_level.upper())
@@ -217,12 +220,21 @@ class Syncer:
                 await self.locker.mirror(pod, name, node)
 
     async def _observe(self, restd: Slurmrestd, nodes: list[dict[str, Any]]) -> None:
-        """Slurm metrics every ``metrics_interval``: three more reads, whatever the node count."""
-        if self.metrics is None or time.monotonic() - self._metrics_at < self.metrics_interval:
+        """Every ``metrics_interval``: the Slurm metrics (three more reads, whatever the node
+        count) and the active checks' jobs, both from one read of the jobs."""
+        if time.monotonic() - self._metrics_at < self.metrics_interval:
             return
-        jobs, partitions, diag = await restd.jobs(), await restd.partitions(), await restd.diag()
-        self.metrics.observe(self.namespace, self.cluster, nodes, jobs, partitions, diag)
+        if self.metrics is None and not self.schedule.checks:
+            return
+        jobs = await restd.jobs()
         self._metrics_at = time.monotonic()
+        for check in self.schedule.due(self._metrics_at, jobs):
+            job_id = await restd.submit(check.script(), check.job())
+            self.schedule.submitted(check, self._metrics_at)
+            self.log.info("active health check %s: submitted job %s", check.name, job_id)
+        if self.metrics is not None:
+            partitions, diag = await restd.partitions(), await restd.diag()
+            self.metrics.observe(self.namespace, self.cluster, nodes, jobs, partitions, diag)
 
     def _publish(self, slurm: dict[str, SlurmNode], actions: Actions) -> None:
         """Keep the view; wake the NodeSets when what they act on changed (activity, drain,

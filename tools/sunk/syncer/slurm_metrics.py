@@ -24,7 +24,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from sunk.health import reasons
+from sunk.health import active, reasons
 
 MIB = 1024 * 1024
 CLUSTER_LABELS = ("namespace", "cluster")
@@ -101,6 +101,27 @@ METRICS: dict[str, Metric] = {
     ),
     "slurm_partition_gpu_alloc": Metric(
         "GPUs (GRES gpu) in use on the partition's nodes (by any partition).", ("partition",)
+    ),
+    "slurm_health_check_last_result": Metric(
+        "Outcome of the last run of an active health check: 1 passed, 0 failed, -1 could not "
+        "judge (kept after slurmctld forgets the job).",
+        ("check",),
+    ),
+    "slurm_health_check_node_result": Metric(
+        "Outcome of the last run of an active health check on each of its nodes: 1 passed, "
+        "0 failed (the node was drained), -1 could not judge.",
+        ("check", "node"),
+    ),
+    "slurm_health_check_value": Metric(
+        "What the last run of an active health check measured (allreduce: bus bandwidth in "
+        "bytes per second).",
+        ("check",),
+    ),
+    "slurm_health_check_last_run_timestamp_seconds": Metric(
+        "Unix time the last run of an active health check ended.", ("check",)
+    ),
+    "slurm_health_check_duration_seconds": Metric(
+        "How long the last run of an active health check took, in seconds.", ("check",)
     ),
     "slurm_scheduler_cycle_last_seconds": Metric(
         "Duration of slurmctld's last main scheduling cycle, in seconds."
@@ -307,6 +328,57 @@ def snapshot(
     return dict(samples)
 
 
+@dataclass(frozen=True)
+class CheckRun:
+    """The outcome of one active health check job (its comment, sunk.health.active)."""
+
+    check: str
+    result: float  # 1 passed, 0 failed, -1 could not judge
+    nodes: tuple[str, ...]
+    value: float | None
+    started: float
+    ended: float
+
+
+RESULTS = {"pass": 1.0, "fail": 0.0, "error": -1.0}
+
+
+def check_runs(jobs: Iterable[Mapping[str, Any]]) -> dict[str, CheckRun]:
+    """The latest ended run of each active check among the jobs slurmctld still holds."""
+    runs: dict[str, CheckRun] = {}
+    for job in jobs:
+        fields = active.parse_result(str(job.get("comment") or ""))
+        if fields is None or not str(job.get("name") or "").startswith(active.JOB_PREFIX):
+            continue
+        ended = _number(job.get("end_time"))
+        value = fields.get("value")
+        run = CheckRun(
+            check=fields["check"],
+            result=RESULTS.get(fields["result"], -1.0),
+            nodes=tuple(n for n in fields.get("nodes", "").split(",") if n),
+            value=float(value) if value and re.fullmatch(r"[0-9.]+", value) else None,
+            started=_number(job.get("start_time")),
+            ended=ended,
+        )
+        if run.check not in runs or ended >= runs[run.check].ended:
+            runs[run.check] = run
+    return runs
+
+
+def check_samples(runs: Mapping[str, CheckRun]) -> Samples:
+    samples: Samples = defaultdict(list)
+    for name, run in sorted(runs.items()):
+        samples["slurm_health_check_last_result"].append(((name,), run.result))
+        for node in run.nodes:
+            samples["slurm_health_check_node_result"].append(((name, node), run.result))
+        if run.value is not None:
+            samples["slurm_health_check_value"].append(((name,), run.value))
+        samples["slurm_health_check_last_run_timestamp_seconds"].append(((name,), run.ended))
+        duration = max(run.ended - run.started, 0.0)
+        samples["slurm_health_check_duration_seconds"].append(((name,), duration))
+    return dict(samples)
+
+
 # --------------------------------------------------------------------------- the collector
 
 
@@ -329,6 +401,8 @@ class SlurmMetrics(Collector):
         self._clock = clock
         self._lock = threading.Lock()
         self._clusters: dict[tuple[str, str], _Cluster] = {}
+        # the last run of each active check: kept after slurmctld forgets its job (MinJobAge)
+        self._runs: dict[tuple[str, str], dict[str, CheckRun]] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -341,8 +415,14 @@ class SlurmMetrics(Collector):
         partitions: Iterable[Mapping[str, Any]],
         diag: Mapping[str, Any] | None,
     ) -> None:
+        jobs = list(jobs)
         samples = snapshot(nodes, jobs, partitions, diag)
         with self._lock:
+            runs = self._runs.setdefault((namespace, cluster), {})
+            for name, run in check_runs(jobs).items():
+                if name not in runs or run.ended >= runs[name].ended:
+                    runs[name] = run
+            samples.update(check_samples(runs))
             self._clusters[(namespace, cluster)] = _Cluster(samples, True, self._clock())
 
     def failed(self, namespace: str, cluster: str) -> None:
@@ -355,6 +435,7 @@ class SlurmMetrics(Collector):
     def forget(self, namespace: str, cluster: str) -> None:
         with self._lock:
             self._clusters.pop((namespace, cluster), None)
+            self._runs.pop((namespace, cluster), None)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         for name, metric in METRICS.items():

@@ -117,7 +117,7 @@ def pod_context(
         prolog_config_map=cluster.scripts.prolog,
         epilog_config_map=cluster.scripts.epilog,
         locking=cluster.locks_nodes(),
-        health=bool(cluster.healthCheck.checks()),
+        health=cluster.healthCheck.renders_file(),
         hook_url=hook_url,
         cluster_name=cluster_name,
         global_volumes=tuple(cluster.global_.volumes),

@@ -25,7 +25,7 @@ def _health(ctx: RuleContext) -> HealthCheck | None:
     "warning",
     "Health check settings that cannot act: checks with no interval, prolog or epilog to run "
     "them, a schedule with no check, a Node condition to verify with no periodic check, or "
-    "Node conditions with the Syncer off.",
+    "Node conditions or active checks with the Syncer off.",
     "give the checks an interval (or prolog/epilog), enable a check, or drop the setting",
 )
 def health_check_never_runs(ctx: RuleContext) -> Iterator[Hit]:
@@ -34,7 +34,8 @@ def health_check_never_runs(ctx: RuleContext) -> Iterator[Hit]:
     enabled renders nothing. A `nodeConditions` entry with `verify` keeps its node drained
     after the condition clears until a periodic run passes: without `interval` and a check,
     the node stays drained until an administrator resumes it. Node conditions drain through
-    the Syncer, so they are not acted on with `syncer.enabled: false`.
+    the Syncer, and the Syncer submits the active checks' jobs, so neither is acted on with
+    `syncer.enabled: false`.
 
     Fails:
         healthCheck:
@@ -65,11 +66,14 @@ def health_check_never_runs(ctx: RuleContext) -> Iterator[Hit]:
                 f"no periodic check runs: a node drained for {condition.type} stays drained "
                 "after the condition clears until an administrator resumes it",
             )
-    if hc.nodeConditions and get(ctx.values, "syncer", "enabled") is False:
-        yield Hit(
-            ("healthCheck", "nodeConditions"),
-            "accepted, not acted on: the Syncer drains for Node conditions, and it is off",
-        )
+    if get(ctx.values, "syncer", "enabled") is False:
+        for key, what in (("nodeConditions", "drains for Node conditions"),
+                          ("active", "submits the active checks' jobs")):  # fmt: skip
+            if getattr(hc, key):
+                yield Hit(
+                    ("healthCheck", key),
+                    f"accepted, not acted on: the Syncer {what}, and it is off",
+                )
 
 
 @rule(
