@@ -134,18 +134,29 @@ def test_health_check_active_allreduce_is_judged_by_bus_bandwidth(monkeypatch):
             returncode, stderr = code, "" if code == 0 else "mlx5_0: link down\n"
 
         Proc.stdout = stdout
-        monkeypatch.setattr(active.subprocess, "run", lambda *a, **k: Proc())
+
+        def run(*args, **kwargs):
+            seen.update(kwargs["env"])
+            return Proc()
+
+        monkeypatch.setattr(active.subprocess, "run", run)
+
+    seen: dict[str, str] = {}
+    monkeypatch.delenv("HOME", raising=False)  # as in a job submitted through slurmrestd
 
     spec = {"minBusBandwidth": 2_000_000_000, "size": 1 << 24}
     answer("sunk-allreduce ranks=2 size=16777216 seconds=0.001 busbw=3000000000\n")
     assert active.run_allreduce(spec, ["a", "b"], 60) == (Result(True), 3e9)
+    assert seen["HOME"] == "/tmp"  # Open MPI does not start without one
     answer("sunk-allreduce ranks=2 size=16777216 seconds=0.1 busbw=150000000\n")
     result, measured = active.run_allreduce(spec, ["a", "b"], 60)
     assert not result.ok and measured == 1.5e8
     assert result.detail == "bus bandwidth 150.0 MB/s below 2.0 GB/s"
-    answer("", code=1)  # MPI failed across the nodes: a failed run, with MPI's last word
-    said = active.run_allreduce(spec, ["a", "b"], 60)[0].detail
-    assert said == "allreduce failed: mlx5_0: link down"
+    # MPI did not complete (a fabric, or an MPI that cannot start): nothing measured, nothing
+    # drained, MPI's words in the error
+    answer("", code=1)
+    with pytest.raises(RunnerError, match="allreduce did not complete: mlx5_0: link down"):
+        active.run_allreduce(spec, ["a", "b"], 60)
     # no PMI: every rank alone, nothing measured between the nodes
     answer("sunk-allreduce ranks=1 size=16777216 seconds=0.1 busbw=0\n")
     with pytest.raises(RunnerError, match="1 rank"):

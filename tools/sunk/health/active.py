@@ -8,8 +8,8 @@ each node, ``sunk.health.reasons.decide`` says what to do, as after a passive ru
 drains every node of the job with ``health: <name>: <detail>``. The outcome goes into the job's
 comment (``RESULT_PREFIX``), where the operator reads it for its metrics.
 
-Exit status: 0 passed, 1 failed, 2 the run could not judge (no such check, MPI started fewer
-ranks than nodes): nothing is drained.
+Exit status: 0 passed, 1 failed, 2 the run could not judge (no such check, MPI did not
+complete or started fewer ranks than nodes): nothing is drained, and the result is ``error``.
 """
 
 from __future__ import annotations
@@ -65,15 +65,23 @@ def run_allreduce(spec: dict[str, Any], nodes: list[str], timeout: int) -> tuple
     argv = ["srun", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
             "python3", "-I", str(ALLREDUCE), f"--size={int(spec['size'])}",
             f"--iterations={int(spec.get('iterations') or 20)}"]  # fmt: skip
+    # Open MPI will not start without a home directory; a job submitted through slurmrestd
+    # has only the environment it was given.
+    env = {**os.environ, "HOME": os.environ.get("HOME") or "/tmp"}
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return Result(False, f"allreduce gave no answer within {timeout}s"), 0.0
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RunnerError(f"allreduce gave no answer within {timeout}s") from exc
     except OSError as exc:
         raise RunnerError(f"srun: {exc}") from exc
     if proc.returncode != 0:
+        # MPI did not complete: a broken fabric, or an MPI the nodes cannot start (a missing
+        # PMI, a bad environment). Only a measurement drains: this run judged nothing.
         said = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        return Result(False, f"allreduce failed: {said[-1] if said else proc.returncode}"), 0.0
+        shown = " / ".join(said[:3])[:300] if said else f"exit status {proc.returncode}"
+        raise RunnerError(f"allreduce did not complete: {shown}")
     found = next(filter(None, map(ALLREDUCE_LINE.match, proc.stdout.splitlines())), None)
     if found is None:
         raise RunnerError(f"allreduce printed no result: {proc.stdout.strip()[-200:]}")
