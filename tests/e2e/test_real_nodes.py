@@ -36,6 +36,7 @@ from sunk.devenv.deploy import SlurmDeployment
 from sunk.devenv.nodes import NodeCluster
 from sunk.devenv.paths import bin_dir
 from sunk.devenv.private_registry import PrivateRegistry
+from sunk.health.runner import PROGRAM
 from sunk.operator import names
 from sunk.slurmconf.sssd import NEGATIVE_TIMEOUT
 from tests.e2e import directory
@@ -101,11 +102,14 @@ compute:
     - {name: batch, nodeSets: [ALL], default: true}
     - {name: short, nodeSets: [ALL], config: {MaxTime: "00:30:00"}}
 # Health checks run by slurmd every 5 s in each slurmd container: the shared volume must be a
-# mount point, and a site check fails while its marker file exists (HEALTH_MARKER). A Node
+# mount point, the root file system must have 1% free, an idle node's slurmd container must
+# hold under 2Gi, and a site check fails while its marker file exists (HEALTH_MARKER). A Node
 # condition drains through the Syncer.
 healthCheck:
   interval: 5
   mounts: [/shared]
+  diskFree: {/: 1%}
+  idleMemory: 2Gi
   scripts:
     marker: |
       f=/run/sunk-e2e-health-fail
@@ -906,8 +910,8 @@ def test_health_check_drains_a_pod_node_and_shares_the_reason_with_the_syncer(
         slurm.exec(name, "slurmd", "rm", "-f", HEALTH_MARKER)
         _patch_node(slurm, node, uncordon)
     out = slurm.exec(name, "slurmd", "sunk-health")  # by hand, as an admin runs it: all pass
-    assert "sunk-health: " + name + ": mounts: ok" in out, out
-    assert "marker: ok" in out, out
+    for check in ("disk-free", "idle-memory", "marker", "mounts"):
+        assert f"sunk-health: {name}: {check}: ok" in out, out
 
 
 def _node_condition(slurm: SlurmDeployment, node: str, status: str, message: str) -> None:
@@ -978,6 +982,75 @@ def _scrape(slurm: SlurmDeployment, sample: str, timeout: float = 120) -> str:
         return text if sample in text else None
 
     return slurm.wait(f"{sample} in the operator's /metrics", scraped, timeout)
+
+
+# Active checks added by a helm upgrade (the checks file reloads: no Pod restarts): one the
+# operator runs a minute after it sees it, one with a threshold no run meets, run by hand.
+ACTIVE = """
+healthCheck:
+  active:
+    allreduce:
+      every: 60
+      allreduce: {minBusBandwidth: 1Ki, size: 1Mi, iterations: 5}
+    allreduce-strict:
+      every: 31536000
+      allreduce: {minBusBandwidth: 1Pi, size: 1Mi, iterations: 5}
+"""
+
+
+def test_health_check_active_allreduce_runs_as_a_job_and_a_threshold_no_run_meets_drains(
+    slurm: SlurmDeployment,
+):
+    """`healthCheck.active`: the operator submits the two-node MPI allreduce check as a Slurm
+    job; its result per node reaches the metrics. Run by hand with a threshold no run can meet,
+    it drains both nodes; removing that check from the values returns them to service (a
+    passing periodic run lifts a drain whose check is no longer configured)."""
+    values: Path = slurm.values  # type: ignore[attr-defined]
+    extra = values.parent / "health-active.yaml"
+    extra.write_text(ACTIVE)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurm.running_pods("compute")}
+    pods = sorted(uids)
+    labels = f'cluster="{CLUSTER}",namespace="{slurm.namespace}"'
+    slurm.install_slurm(EXAMPLE, values, slurm.users, extra)  # type: ignore[attr-defined]
+    try:
+
+        def reloaded() -> bool:
+            read = [slurm.exec(p, "slurmd", "cat", "/etc/sunk/health/checks.json") for p in pods]
+            return all("allreduce-strict" in text for text in read)
+
+        slurm.wait("the active checks in both slurmd Pods", reloaded, 180, 5)
+        now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurm.running_pods("compute")}
+        assert now == uids, "the slurmd Pods were replaced for a change of the checks"
+        check = f'check="allreduce",{labels}'
+        text = _scrape(slurm, f"slurm_health_check_last_result{{{check}}} 1.0", 300)
+        for pod in pods:
+            assert f'slurm_health_check_node_result{{{check},node="{pod}"}} 1.0' in text, text
+        busbw = re.search(rf"slurm_health_check_value{{{check}}} ([0-9.e+]+)", text)
+        assert busbw and float(busbw.group(1)) > 1024, text[-2000:]
+
+        script = f"{PROGRAM} --active allreduce-strict"
+        out = slurm.login(
+            "bash", "-c",
+            f"sbatch --parsable --wait --exclusive -N2 -o /tmp/strict-%j.out --wrap '{script}'; "
+            "echo rc=$?",
+        )  # fmt: skip
+        assert "rc=1" in out, out
+        for pod in pods:
+            state, reason = slurm.slurm_node(pod)
+            assert "drain" in state, (pod, state, reason)
+            assert re.fullmatch(
+                r"health: allreduce-strict: bus bandwidth [0-9.]+ [KMGT]?B/s below 1125\.9 TB/s",
+                reason,
+            ), reason
+    finally:
+        slurm.login("scancel", "--name=sunk-health-allreduce")
+        slurm.install_slurm(EXAMPLE, values, slurm.users)  # type: ignore[attr-defined]
+    slurm.wait(
+        "both nodes back once the strict check left the values",
+        lambda: set(slurm.idle_nodes()) >= set(pods),
+        240,
+        5,
+    )
 
 
 def test_operator_metrics_carry_the_slurm_cluster_state(slurm: SlurmDeployment):

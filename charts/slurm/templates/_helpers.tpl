@@ -113,3 +113,18 @@ Usage: include "slurm.resolveGroup" (dict "name" $name "group" $group "root" $) 
   operator: Exists
   effect: NoExecute
 {{- end -}}
+
+{{/*
+A map without its empty-map values, as YAML: for spec sections whose maps default to empty,
+so removing their last entry removes the field under server-side apply (which stores an
+emptied map as null, and the CRD refuses null).
+*/}}
+{{- define "slurm.withoutEmptyMaps" -}}
+{{- $out := dict -}}
+{{- range $key, $value := . -}}
+{{- if not (and (kindIs "map" $value) (empty $value)) -}}
+{{- $_ := set $out $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
