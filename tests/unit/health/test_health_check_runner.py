@@ -75,6 +75,7 @@ def test_health_check_gpu_count_against_gres(tmp_path, monkeypatch):
     for name in ("nvidia0", "nvidiactl", "nvidia1"):
         (tmp_path / "dev" / name).touch()
     assert runner.gres_gpus("gpu:h100:2(S:0-1),nic:4") == 2
+    assert runner.gres_gpus("gpu:h100:8(S:0,1)") == 8  # a comma inside the socket list
     assert runner.check_gpu_count(Node("n", gres="gpu:h100:2(S:0)", root=tmp_path), True).ok
     lost = runner.check_gpu_count(Node("n", gres="gpu:h100:8", root=tmp_path), True)
     assert lost.detail == "2 GPU device(s) in /dev, GRES says 8"

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,13 +166,42 @@ def check_idle_memory(node: Node, limit: int) -> Result:
     return Result(True)
 
 
-def gres_gpus(gres: str) -> int:
-    """GPUs in a node's Gres (``gpu:h100:8(S:0-1),nic:2`` → 8)."""
+def _top_level_items(text: str) -> Iterator[str]:
+    """Comma-separated items, ignoring commas inside parentheses (``gpu:2(IDX:0,2)``)."""
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            yield text[start:i]
+            start = i + 1
+    yield text[start:]
+
+
+_COUNT = re.compile(r"^(\d+)([KMGTP]?)$", re.IGNORECASE)
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+
+def gres_gpus(gres: Any) -> int:
+    """GPUs in a node's ``gres`` or ``gres_used`` string: ``gpu:h100:8(S:0-1)``,
+    ``gpu:h100:3(IDX:0,2-3),gpu:a100:0(IDX:N/A)``, ``gpu:2``; other GRES are ignored."""
+    if not isinstance(gres, str):
+        return 0
     total = 0
-    for item in gres.split(","):
-        parts = re.sub(r"\(.*?\)", "", item).split(":")
-        if parts[0] == "gpu" and parts[-1].isdigit():
-            total += int(parts[-1])
+    for item in _top_level_items(gres):
+        parts = item.split("(", 1)[0].strip().split(":")
+        if parts[0].strip().lower() != "gpu":
+            continue
+        if len(parts) == 1:
+            total += 1  # `Gres=gpu`: one
+            continue
+        match = _COUNT.match(parts[-1].strip())
+        if match:
+            total += int(match.group(1)) * _SUFFIX[match.group(2).upper()]
+        else:
+            total += 1  # `gpu:<type>` without a count: one
     return total
 
 

@@ -25,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from sunk.health import active, reasons
+from sunk.health.runner import gres_gpus
 
 MIB = 1024 * 1024
 CLUSTER_LABELS = ("namespace", "cluster")
@@ -177,45 +178,6 @@ def _states(value: Any) -> set[str]:
 def _base(states: set[str], known: set[str]) -> str:
     found = sorted(states & known)
     return found[0] if found else "UNKNOWN"
-
-
-def _top_level_items(text: str) -> Iterator[str]:
-    """Comma-separated items, ignoring commas inside parentheses (``gpu:2(IDX:0,2)``)."""
-    depth, start = 0, 0
-    for i, char in enumerate(text):
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth = max(depth - 1, 0)
-        elif char == "," and depth == 0:
-            yield text[start:i]
-            start = i + 1
-    yield text[start:]
-
-
-_COUNT = re.compile(r"^(\d+)([KMGTP]?)$", re.IGNORECASE)
-_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
-
-
-def gres_gpus(gres: Any) -> int:
-    """GPUs in a node's ``gres`` or ``gres_used`` string: ``gpu:h100:8(S:0-1)``,
-    ``gpu:h100:3(IDX:0,2-3),gpu:a100:0(IDX:N/A)``, ``gpu:2``; other GRES are ignored."""
-    if not isinstance(gres, str):
-        return 0
-    total = 0
-    for item in _top_level_items(gres):
-        parts = item.split("(", 1)[0].strip().split(":")
-        if parts[0].strip().lower() != "gpu":
-            continue
-        if len(parts) == 1:
-            total += 1  # `Gres=gpu`: one
-            continue
-        match = _COUNT.match(parts[-1].strip())
-        if match:
-            total += int(match.group(1)) * _SUFFIX[match.group(2).upper()]
-        else:
-            total += 1  # `gpu:<type>` without a count: one
-    return total
 
 
 def _partitions_of(node: Mapping[str, Any]) -> list[str]:
