@@ -10,18 +10,15 @@ pushes the next run back by at most one interval.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sunk.health.active import JOB_PREFIX
 from sunk.health.runner import PROGRAM
+from sunk.syncer.plan import job_in_flight
 
 LOWEST_PRIORITY = 2147483645  # Slurm's largest nice value (NICE_OFFSET - 3)
-ENDED = {
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-    "DEADLINE", "OUT_OF_MEMORY",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,18 +63,9 @@ class CheckJob:
         return job
 
 
-def _states(job: Mapping[str, Any]) -> set[str]:
-    state = job.get("job_state") or []
-    return {state} if isinstance(state, str) else set(state)
-
-
-def in_flight(jobs: Iterable[Mapping[str, Any]]) -> set[str]:
+def in_flight(jobs: Iterable[dict[str, Any]]) -> set[str]:
     """Names of the jobs that are pending or running (not ended, or still completing)."""
-    return {
-        str(job.get("name") or "")
-        for job in jobs
-        if not (_states(job) & ENDED) or "COMPLETING" in _states(job)
-    }
+    return {str(job.get("name") or "") for job in jobs if job_in_flight(job)}
 
 
 @dataclass
@@ -87,7 +75,7 @@ class Schedule:
     checks: tuple[CheckJob, ...] = ()
     next_run: dict[str, float] = field(default_factory=dict)
 
-    def due(self, now: float, jobs: Iterable[Mapping[str, Any]]) -> list[CheckJob]:
+    def due(self, now: float, jobs: Iterable[dict[str, Any]]) -> list[CheckJob]:
         """The checks to submit now; a check seen for the first time is scheduled."""
         busy = in_flight(jobs)
         out = []

@@ -97,13 +97,16 @@ def jobs_naming_partition(jobs: list[dict[str, Any]], partition: str) -> list[in
     partition leaves its configuration (seen with 24.11, held pending jobs included)."""
     found = []
     for job in jobs:
-        states = job.get("job_state") or []
-        states = {states} if isinstance(states, str) else set(states)
-        if states & JOB_ENDED and "COMPLETING" not in states:
-            continue
-        if partition in str(job.get("partition") or "").split(","):
+        if job_in_flight(job) and partition in str(job.get("partition") or "").split(","):
             found.append(int(job["job_id"]))
     return sorted(found)
+
+
+def job_in_flight(job: dict[str, Any]) -> bool:
+    """A job (slurmrestd's ``/jobs``) that pends, runs, or still holds its nodes (COMPLETING)."""
+    states = job.get("job_state") or []
+    states = {states} if isinstance(states, str) else set(states)
+    return not states & JOB_ENDED or "COMPLETING" in states
 
 
 @dataclass(frozen=True)

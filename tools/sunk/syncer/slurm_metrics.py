@@ -305,9 +305,12 @@ class CheckRun:
 RESULTS = {"pass": 1.0, "fail": 0.0, "error": -1.0}
 
 
-def check_runs(jobs: Iterable[Mapping[str, Any]]) -> dict[str, CheckRun]:
-    """The latest ended run of each active check among the jobs slurmctld still holds."""
-    runs: dict[str, CheckRun] = {}
+def check_runs(
+    jobs: Iterable[Mapping[str, Any]], known: dict[str, CheckRun] | None = None
+) -> dict[str, CheckRun]:
+    """The latest ended run of each active check among the jobs slurmctld still holds, and
+    in ``known`` (updated in place: runs whose jobs slurmctld has forgotten)."""
+    runs = {} if known is None else known
     for job in jobs:
         fields = active.parse_result(str(job.get("comment") or ""))
         if fields is None or not str(job.get("name") or "").startswith(active.JOB_PREFIX):
@@ -380,10 +383,7 @@ class SlurmMetrics(Collector):
         jobs = list(jobs)
         samples = snapshot(nodes, jobs, partitions, diag)
         with self._lock:
-            runs = self._runs.setdefault((namespace, cluster), {})
-            for name, run in check_runs(jobs).items():
-                if name not in runs or run.ended >= runs[name].ended:
-                    runs[name] = run
+            runs = check_runs(jobs, self._runs.setdefault((namespace, cluster), {}))
             samples.update(check_samples(runs))
             self._clusters[(namespace, cluster)] = _Cluster(samples, True, self._clock())
 
