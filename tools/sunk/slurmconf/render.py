@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 
 from sunk.models.quantity import QuantityError
-from sunk.slurmconf import health
+from sunk.slurmconf import health, size
 from sunk.slurmconf.cgroup import render_cgroup_conf
 from sunk.slurmconf.gres import render_gres_conf
 from sunk.slurmconf.guard import UnsafeConfigError, check_value, find_key
@@ -66,7 +66,7 @@ def render_all(inputs: ClusterInputs) -> Rendered:
     """Every file; a RenderError names the file and key of any input the guard refuses."""
     try:
         return _render_all(inputs)
-    except (SizingError, UnsafeConfigError, QuantityError, LuaError) as exc:
+    except (SizingError, UnsafeConfigError, QuantityError, LuaError, size.ConfigSizeError) as exc:
         raise RenderError(str(exc)) from exc
 
 
@@ -111,4 +111,7 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
     if spec.healthCheck.renders_file():
         files[health.FILE] = health.render_checks(spec.healthCheck)
     registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
+    topology = "topology.conf" if "topology.conf" in files else None
+    groups = [(ns.prefix, ns.spec.replicas) for ns in nodesets]
+    warnings += size.check(files, groups, topology)
     return Rendered(files, registrations, warnings)

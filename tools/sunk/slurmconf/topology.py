@@ -17,6 +17,9 @@ from sunk.slurmconf.inputs import Placement
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 FILE = "topology.conf"
+# The other layout is written as comments for the reader, up to this size: past it, it would
+# double a file that grows with the cluster toward the 1 MiB a ConfigMap holds.
+OTHER_LAYOUT_BUDGET = 64 * 1024
 
 
 def _name(*parts: str) -> str:
@@ -79,5 +82,13 @@ def render_topology_conf(active: list[str], other: list[str], plugin: str) -> st
     out += active or ["# no Node carries the topology labels yet (TopologyPlugin left unset)"]
     if other:
         out.append("# --- the other topology layout (not read by the active plugin)")
-        out += [f"# {entry}" for entry in other]
+        comments = [f"# {entry}" for entry in other]
+        size = sum(len(c) + 1 for c in comments)
+        if size <= OTHER_LAYOUT_BUDGET:
+            out += comments
+        else:
+            out.append(
+                f"# ({len(other)} lines, {size // 1024} KiB: left out past "
+                f"{OTHER_LAYOUT_BUDGET // 1024} KiB, so the file stays small as the cluster grows)"
+            )
     return "\n".join(out) + "\n"

@@ -13,12 +13,12 @@ from pydantic import ValidationError
 from sunk.chartio.helm import HelmError, Release, chart_path, template
 from sunk.chartio.manifests import RenderedRelease
 from sunk.models.words import spec_problems
-from sunk.slurmconf import RenderError, render_all
+from sunk.slurmconf import RenderError, render_all, size
 from sunk.validate import cel_step
 from sunk.validate.findings import RENDER, Finding, Severity
 
-# Renderer warnings that a rule already reports with a position (SUNK012).
-_COVERED = ("slurmConfig.",)
+# Renderer warnings that a rule already reports with a position (SUNK012, SUNK049).
+_COVERED = ("slurmConfig.", size.PROJECTED)
 # Rules that report, at the values line, what makes the renderer refuse: reserved memory over
 # a group's limit (SUNK006), a Lua script that would not load (SUNK029, SUNK030).
 COVERED_BY_RULES = ("SUNK006", "SUNK024", "SUNK029", "SUNK030")

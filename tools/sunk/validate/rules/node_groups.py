@@ -11,6 +11,7 @@ from typing import Any
 
 from sunk.models.quantity import QuantityError, parse_quantity
 from sunk.models.stock import STOCK_DEFINITIONS
+from sunk.slurmconf import size
 from sunk.validate.rules.context import NODES, RuleContext, as_list, as_map, get
 from sunk.validate.rules.registry import Hit, rule
 
@@ -395,3 +396,42 @@ def requests_exceed_stock_node(ctx: RuleContext) -> Iterator[Hit]:
                         f"group `{name}` requests {resource} {requests[resource]}, more than "
                         f"the `{def_name}` Node has ({text})",
                     )
+
+
+@rule(
+    "SUNK049",
+    "topology-outgrows-configmap",
+    "warning",
+    "The groups' replicas could grow topology.conf past half of the 1 MiB a ConfigMap holds.",
+    "split the groups over several clusters, or set compute.generateTopology: false (Slurm then "
+    "places jobs without the topology)",
+)
+def topology_outgrows_configmap(ctx: RuleContext) -> Iterator[Hit]:
+    """The operator writes topology.conf, one line per switch or NVLink block listing its
+    Slurm nodes, into a ConfigMap, and the API server refuses a ConfigMap past 1 MiB: the
+    cluster's configuration could then not change at all. Names whose Nodes' IPs run in
+    sequence share a hostlist range (`h100-012-[001-032]`); scattered ones are listed one by
+    one, about the name's length plus 9 bytes each. Past half the limit at the groups'
+    `replicas`, this warns at the largest group.
+
+    Fails:
+        compute:
+          nodes:
+            h100-superpod-a: {replicas: 30000, definitions: [h100]}
+
+    Passes:
+        compute:
+          nodes:
+            h100-superpod-a: {replicas: 2000, definitions: [h100]}
+    """
+    if get(ctx.values, "compute", "generateTopology") is False:
+        return
+    groups = {
+        name: (str(group.get("podNamePrefix") or name), group.get("replicas"))
+        for name, group in ctx.groups.items()
+        if isinstance(group.get("replicas"), int) and not isinstance(group.get("replicas"), bool)
+    }
+    warning = size.topology_warning(*size.projected_topology(groups.values()))
+    if warning:
+        largest = max(groups, key=lambda name: (groups[name][1], name))
+        yield Hit((*NODES, largest, "replicas"), warning)
