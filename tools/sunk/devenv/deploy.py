@@ -135,7 +135,19 @@ class SlurmDeployment:
             operator = self._operator_logs()
         except (NodeClusterError, ValueError, KeyError) as exc:  # kubectl failed, or odd JSON
             return f"(kubectl failed: {exc})"
-        return "\n".join([pods, *events, objects, "operator logs:", operator])
+        return "\n".join([pods, *events, objects, self._slurm_state(), "operator logs:", operator])
+
+    def _slurm_state(self) -> str:
+        """Slurm's nodes (state, reason) and jobs as slurmctld reports them: a rollout waits on
+        them, and the Pods alone do not say which job holds a node."""
+        script = (
+            "sinfo --Node --noheader --format='%N %T %v %E' 2>&1; "
+            "squeue --noheader --format='%i %j %T %N %r' 2>&1"
+        )
+        try:
+            return "slurm:\n" + self.login("bash", "-c", script, timeout=30)
+        except (DeployError, NodeClusterError, OSError) as exc:
+            return f"slurm: (no answer: {exc})"
 
     def _sunk_objects(self) -> str:
         """Each SlurmCluster and NodeSet with its Ready condition (reason and message): why
