@@ -33,6 +33,9 @@ class Link:
     async def read_now(self) -> dict[str, Any]:
         return {}
 
+    def unanswered_for(self) -> float:
+        return 0.0
+
     async def partition_jobs(self, partition: str) -> list[int]:
         self.asked.append(partition)
         if isinstance(self.jobs, Exception):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,7 @@ class Syncer:
         self._view: dict[str, SlurmNode] = {}
         self._wake = asyncio.Event()
         self._view_at = 0.0  # monotonic time the view was read; 0: never
+        self._answered_at = 0.0  # … or slurmrestd last answered a read of the nodes
 
     def wake(self) -> None:
         """A Pod or Node of the cluster changed: sync now rather than at the next tick (the
@@ -102,10 +104,18 @@ class Syncer:
         decision that must not rest on a view a few seconds old (which node to remove)."""
         try:
             restd = await self._client()
-            return {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
+            nodes = {n.name: n for n in map(SlurmNode.from_restd, await restd.nodes())}
         except (SlurmApiError, RuntimeError) as exc:
             self.log.warning("could not read the Slurm nodes: %s", exc)
             return None
+        self._answered_at = time.monotonic()
+        return nodes
+
+    def unanswered_for(self) -> float:
+        """Seconds since slurmrestd last answered a read of the nodes (inf: never): a short
+        silence is slurmrestd being replaced, a long one an outage."""
+        answered = max(self._answered_at, self._view_at)
+        return time.monotonic() - answered if answered else math.inf
 
     async def partition_jobs(self, partition: str) -> list[int]:
         """Ids of the jobs that have not ended and name ``partition``, read now (raises

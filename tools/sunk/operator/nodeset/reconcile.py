@@ -45,6 +45,8 @@ class SlurmLink(Protocol):
 
     async def read_now(self) -> Mapping[str, SlurmNode] | None: ...
 
+    def unanswered_for(self) -> float: ...
+
     async def partition_jobs(self, partition: str) -> list[int]: ...
 
 
@@ -52,6 +54,11 @@ LinkFor = Callable[[str, str], SlurmLink | None]  # (namespace, clusterName) →
 # How often a NodeSet waiting on Slurm (jobs naming its partition, slurmctld's upgrade) looks
 # again: neither wakes it.
 WAIT_RECHECK_SECONDS = 30
+# New removals wait for Slurm state while slurmrestd has been silent this long at most (it is
+# replaced in a Slurm upgrade, say); past it, an outage, they are chosen without it, so
+# removalGracePeriodSeconds still bounds the wait. How soon such a NodeSet looks again.
+BLIND_HOLD_SECONDS = 180
+BLIND_RECHECK_SECONDS = 5
 PARTITION_GRACE_EXPIRED = "PartitionGraceExpired"  # Event: the NodeSet went under its jobs
 
 
@@ -238,7 +245,8 @@ async def reconcile_nodeset(
     try:
         holders = await reader.node_holders(namespaces)
         result = plan(nodeset, body, ctx, nodes, pods, live, view, seen, holders)
-        if link is not None and view is not None and _new_removals(result, pods):
+        blind = False
+        if link is not None and not deleting and _new_removals(result, pods):
             # Which Pods to remove is chosen on Slurm state read now: a job may have started
             # since the Syncer's last pass.
             fresh = await link.read_now()
@@ -246,6 +254,12 @@ async def reconcile_nodeset(
                 view = fresh
                 holders = await reader.node_holders(namespaces)
                 result = plan(nodeset, body, ctx, nodes, pods, live, view, seen, holders)
+            elif link.unanswered_for() <= BLIND_HOLD_SECONDS:
+                # slurmrestd answered a moment ago (it is being replaced, say): no new Pod is
+                # chosen blind. A blind choice may mark the busy node, and a mark holds until
+                # its jobs end, spending the rollout's maxUnavailable on it meanwhile.
+                blind = True
+                result.delete = _already_chosen(result.delete, pods)
         # Nothing awaited since the holders were read (the watches' reads do not suspend):
         # the Nodes this plan takes are marked taken before any other NodeSet plans.
         reader.expect(result.create)
@@ -285,6 +299,8 @@ async def reconcile_nodeset(
     await _carry_out(kube, body, ns, steps)
     if steps.recheck_in is not None and recheck is not None:
         recheck(steps.recheck_in + 1)
+    if blind and recheck is not None:
+        recheck(BLIND_RECHECK_SECONDS)
     if deleting and not pods:
         waiting = await _partition_wait(link, name)
         # removalGracePeriodSeconds bounds this wait as it bounds a Pod's (0: no bound)
@@ -399,15 +415,27 @@ async def _partition_wait(link: SlurmLink | None, partition: str) -> str | None:
     )
 
 
-def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
-    """The plan removes a Pod not yet marked (and not already going)."""
-    settled = {
+def _chosen(pods: list[dict[str, Any]]) -> set[str]:
+    """Pods already marked for removal, or already going."""
+    return {
         p["metadata"]["name"]
         for p in pods
         if names.ANN_REMOVAL in (p["metadata"].get("annotations") or {})
         or p["metadata"].get("deletionTimestamp")
     }
-    return any(pod not in settled for pod, _ in result.delete)
+
+
+def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
+    """The plan removes a Pod not yet marked (and not already going)."""
+    chosen = _chosen(pods)
+    return any(pod not in chosen for pod, _ in result.delete)
+
+
+def _already_chosen(
+    delete: list[tuple[str, str]], pods: list[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    chosen = _chosen(pods)
+    return [(pod, why) for pod, why in delete if pod in chosen]
 
 
 def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str, Any]]:
