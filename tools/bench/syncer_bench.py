@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import random
 import statistics
 import sys
@@ -47,13 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from sunk.devenv.controlplane import ControlPlane
 from sunk.devenv.slurm_runtime import SlurmRuntime
 from sunk.models.crds import NodeSetSpec, SlurmClusterSpec
 from sunk.operator import names
 from sunk.operator.client import Kube, path_for
+from sunk.operator.informer import Informer
 from sunk.operator.nodeset.naming import pod_name
 from sunk.slurmconf import ClusterInputs, NodeSetInput, Rendered, render_all
 from sunk.syncer.loop import INTERVAL_SECONDS, METRICS_SECONDS, Syncer
@@ -116,6 +114,7 @@ class Bench:
         self.pods: list[str] = []
         self.passes: list[Pass] = []
         self.syncer: Syncer | None = None
+        self.wakes = 0  # Pod events that woke the Syncer
 
     # --- setup ----------------------------------------------------------------------------
 
@@ -200,28 +199,22 @@ class Bench:
         return asyncio.get_running_loop().create_task(syncer.run())
 
     async def watch_pods(self) -> None:
-        """The operator's Pod event handler, as far as the Syncer sees it: every event of a
-        Pod labelled with a NodeSet wakes the Syncer (``Runtime.wake_syncer``)."""
-        query = f"labelSelector={names.LABEL_CLUSTER}%3D{CLUSTER},{names.LABEL_NODESET}&watch=1"
-        url = f"{self.config.server}{path_for('v1', 'pods', NAMESPACE)}?{query}"
-        connector = aiohttp.TCPConnector(ssl=self.config.ssl_context())
-        async with aiohttp.ClientSession(connector=connector) as session:
-            version = ""
-            while True:
-                timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-                target = url + (f"&resourceVersion={version}" if version else "")
-                async with session.get(target, timeout=timeout) as response:
-                    async for line in response.content:
-                        if not line.strip():
-                            continue
-                        event = json.loads(line)
-                        obj = event.get("object") or {}
-                        version = (obj.get("metadata") or {}).get("resourceVersion", version)
-                        if event.get("type") == "ERROR":
-                            version = ""  # expired: start over from now
-                            break
-                        assert self.syncer is not None
-                        self.syncer.wake()
+        """The operator's wake path, as far as the Syncer sees it: its informer of the slurmd
+        Pods (``sunk.operator.informer``), every event of which wakes the Syncer
+        (``runtime.on_pod`` → ``Runtime.wake_syncer``)."""
+
+        def wake(_kind: str, _pod: dict[str, Any]) -> None:
+            assert self.syncer is not None
+            self.syncer.wake()
+            self.wakes += 1
+
+        informer = Informer(
+            self.kube,
+            path_for("v1", "pods", NAMESPACE),
+            label_selector=f"{names.LABEL_CLUSTER}={CLUSTER},{names.LABEL_NODESET}",
+            on_event=wake,
+        )
+        await informer.run()
 
     # --- measurements -----------------------------------------------------------------------
 
@@ -307,6 +300,7 @@ class Bench:
         restd = self.syncer.restd
         await self._between_passes()
         rpcs, writes, passes = restd.requests, self.kube.writes, self.syncer.passes
+        wakes = self.wakes
         start = time.monotonic()
         drain: list[float] = []
         resume: list[float] = []
@@ -328,6 +322,7 @@ class Bench:
             "rpcs": restd.requests - rpcs,
             "writes": self.kube.writes - writes,
             "passes": self.syncer.passes - passes,
+            "wakes": self.wakes - wakes,
         }
 
     async def _between_passes(self) -> None:
@@ -385,10 +380,16 @@ async def measure(bench: Bench, args: argparse.Namespace) -> tuple[list[dict], d
         latency = await bench.latencies(args.flips, args.poll)
         return steady, latency
     finally:
+        # A watch that died would leave only the tick: the latencies would measure nothing
+        # but it (an earlier harness read an attribute it never set, and every figure was
+        # the tick's). Say so rather than print them.
+        failed = watch.done() and not watch.cancelled() and watch.exception()
         for t in (watch, task):
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        if failed:
+            raise RuntimeError(f"the Pod watch that wakes the Syncer failed: {failed!r}")
         await bench.kube.close()
         await bench.bench_kube.close()
         await bench.probe.close()
@@ -434,7 +435,8 @@ def report(steady: list[dict], latency: dict, args: argparse.Namespace) -> None:
               f"{max(values):>6.2f}")  # fmt: skip
     print(f"during the flips: {2 * flips} changes, {latency['passes']} Syncer passes, "
           f"{latency['rpcs']} Slurm RPCs, {latency['writes']} Kubernetes writes "
-          f"in {latency['seconds']:.1f}s")  # fmt: skip
+          f"in {latency['seconds']:.1f}s; {latency['wakes']} Pod events woke the "
+          "Syncer")  # fmt: skip
 
 
 def main() -> int:
