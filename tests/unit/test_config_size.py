@@ -68,9 +68,9 @@ def _data_bytes(obj: dict) -> int:
     stringData and binaryData."""
     size = sum(len(k) + len(v.encode()) for k, v in (obj.get("stringData") or {}).items())
     for field in ("data", "binaryData"):
+        encoded = obj["kind"] == "Secret" or field == "binaryData"  # base64 in the object
         for key, value in (obj.get(field) or {}).items():
-            raw = base64.b64decode(value) if obj["kind"] == "Secret" or field == "binaryData" else value.encode()  # fmt: skip  # noqa: E501
-            size += len(key) + len(raw)
+            size += len(key) + len(base64.b64decode(value) if encoded else value.encode())
     return size
 
 

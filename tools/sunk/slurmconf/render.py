@@ -21,6 +21,7 @@ from sunk.slurmconf.slurm_conf import render_slurm_conf
 from sunk.slurmconf.slurmdbd import render_slurmdbd_conf
 from sunk.slurmconf.sssd import FILE as SSSD_FILE
 from sunk.slurmconf.sssd import render_sssd_conf
+from sunk.slurmconf.topology import FILE as TOPOLOGY_FILE
 from sunk.slurmconf.topology import layout, render_topology_conf
 
 # Files a change of which needs no pod restart (`scontrol reconfigure` picks them up; the Lua
@@ -111,7 +112,7 @@ def _render_all(inputs: ClusterInputs) -> Rendered:
     if spec.healthCheck.renders_file():
         files[health.FILE] = health.render_checks(spec.healthCheck)
     registrations = {ns.name: registration(ns, spec.compute.reservedMemory) for ns in nodesets}
-    topology = "topology.conf" if "topology.conf" in files else None
+    topology = TOPOLOGY_FILE if TOPOLOGY_FILE in files else None
     groups = [(ns.prefix, ns.spec.replicas) for ns in nodesets]
     warnings += size.check(files, groups, topology)
     return Rendered(files, registrations, warnings)

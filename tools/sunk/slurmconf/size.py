@@ -13,8 +13,6 @@ WARN_AT = LIMIT // 2
 # What one Slurm node adds to a topology layout at worst (no hostlist range shortens it): its
 # name `<prefix>-OOO-OOO` and a comma.
 PER_NODE = len("-000-000,")
-
-
 PROJECTED = "topology.conf projected: "  # the start of the projection's warning
 
 

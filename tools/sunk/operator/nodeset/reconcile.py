@@ -245,8 +245,9 @@ async def reconcile_nodeset(
     try:
         holders = await reader.node_holders(namespaces)
         result = plan(nodeset, body, ctx, nodes, pods, live, view, seen, holders)
+        chosen = _chosen(pods)
         blind = False
-        if link is not None and not deleting and _new_removals(result, pods):
+        if link is not None and not deleting and any(p not in chosen for p, _ in result.delete):
             # Which Pods to remove is chosen on Slurm state read now: a job may have started
             # since the Syncer's last pass.
             fresh = await link.read_now()
@@ -259,7 +260,7 @@ async def reconcile_nodeset(
                 # chosen blind. A blind choice may mark the busy node, and a mark holds until
                 # its jobs end, spending the rollout's maxUnavailable on it meanwhile.
                 blind = True
-                result.delete = _already_chosen(result.delete, pods)
+                result.delete = [(pod, why) for pod, why in result.delete if pod in chosen]
         # Nothing awaited since the holders were read (the watches' reads do not suspend):
         # the Nodes this plan takes are marked taken before any other NodeSet plans.
         reader.expect(result.create)
@@ -423,19 +424,6 @@ def _chosen(pods: list[dict[str, Any]]) -> set[str]:
         if names.ANN_REMOVAL in (p["metadata"].get("annotations") or {})
         or p["metadata"].get("deletionTimestamp")
     }
-
-
-def _new_removals(result: Plan, pods: list[dict[str, Any]]) -> bool:
-    """The plan removes a Pod not yet marked (and not already going)."""
-    chosen = _chosen(pods)
-    return any(pod not in chosen for pod, _ in result.delete)
-
-
-def _already_chosen(
-    delete: list[tuple[str, str]], pods: list[dict[str, Any]]
-) -> list[tuple[str, str]]:
-    chosen = _chosen(pods)
-    return [(pod, why) for pod, why in delete if pod in chosen]
 
 
 def _conditions(result: Plan, steps: removal.Steps, grace: int) -> list[dict[str, Any]]:
