@@ -163,3 +163,17 @@ def test_a_file_no_configmap_holds_is_refused_naming_it():
     assert issubclass(ConfigSizeError, ValueError)
     (warning,) = check({"slurm.conf": "#" * (WARN_AT + 1)}, (), None)
     assert warning == "slurm.conf: 512 KiB rendered, past half the 1024 KiB a ConfigMap holds"
+
+
+def test_files_that_each_fit_but_not_together_in_one_configmap_are_refused():
+    half = "#" * (WARN_AT + 1024)
+    with pytest.raises(
+        ConfigSizeError, match=r"gres\.conf, slurm\.conf: .* together in the .* config ConfigMap"
+    ):
+        check({"slurm.conf": half, "gres.conf": half}, [], None)
+    # apart in their own objects, the same sizes fit (each warned about alone)
+    warnings = check({"slurm.conf": half, "topology.conf": half}, [], None)
+    assert [w.split(":")[0] for w in warnings] == ["slurm.conf", "topology.conf"]
+    quarter = "#" * (WARN_AT // 2 + 1024)
+    (together,) = check({"slurm.conf": quarter, "gres.conf": quarter}, [], None)
+    assert together.startswith("gres.conf, slurm.conf: ") and "past half" in together

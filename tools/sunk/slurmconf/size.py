@@ -8,12 +8,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from sunk.slurmconf.lua import CONTROLLER_FILES
+from sunk.slurmconf.sssd import FILE as SSSD_FILE
+from sunk.slurmconf.topology import FILE as TOPOLOGY_FILE
+
 LIMIT = 1024 * 1024  # bytes of data the API server takes in one ConfigMap or Secret
 WARN_AT = LIMIT // 2
 # What one Slurm node adds to a topology layout at worst (no hostlist range shortens it): its
 # name `<prefix>-OOO-OOO` and a comma.
 PER_NODE = len("-000-000,")
 PROJECTED = "topology.conf projected: "  # the start of the projection's warning
+
+
+# The object each rendered file travels in (the operator writes one per group; the API
+# server's bound is per object): slurmdbd.conf in a Secret, the Lua scripts in the
+# controller's own ConfigMap, topology.conf and sssd.conf apart, the rest together.
+APART = {"slurmdbd.conf": "accounting", TOPOLOGY_FILE: "topology", SSSD_FILE: "directory"}
+APART |= dict.fromkeys(CONTROLLER_FILES, "lua")
+SHARED = "config"
+
+
+def grouped(files: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """The files by the object that holds them (``SHARED``: the cluster's main ConfigMap)."""
+    out: dict[str, dict[str, str]] = {}
+    for name, text in files.items():
+        out.setdefault(APART.get(name, SHARED), {})[name] = text
+    return out
 
 
 class ConfigSizeError(ValueError):
@@ -65,6 +85,18 @@ def check(
             warnings.append(
                 f"{name}: {kib(size)} rendered, past half the {kib(LIMIT)} a ConfigMap holds"
             )
+    for group, members in sorted(grouped(files).items()):
+        if len(members) < 2:
+            continue  # its one file was measured above
+        size = sum(len(text.encode()) for text in members.values())
+        together = f"{', '.join(sorted(members))}: {kib(size)} together in the cluster's {group}"
+        if size > LIMIT:
+            raise ConfigSizeError(
+                f"{together} ConfigMap, more than the {kib(LIMIT)} the API server takes in one; "
+                "the operator could write no configuration"
+            )
+        if size > WARN_AT and not any(w.split(":")[0] in members for w in warnings):
+            warnings.append(f"{together} ConfigMap, past half the {kib(LIMIT)} it holds")
     if topology is not None:
         nodes, size = projected_topology(groups)
         projected = topology_warning(nodes, max(size, len(files.get(topology, "").encode())))

@@ -34,6 +34,7 @@ from sunk.operator.cluster.base import (
     volume_claim,
 )
 from sunk.operator.common import MUNGE_UID, non_root
+from sunk.slurmconf import size
 from sunk.slurmconf.guard import find_key
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CONTROLLER_FILES
@@ -101,8 +102,8 @@ def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
 
 
 def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
-    apart = ("slurmdbd.conf", "topology.conf", SSSD_FILE, *CONTROLLER_FILES)
-    files = {k: v for k, v in ctx.rendered.files.items() if k not in apart}
+    # the same grouping the renderer's size check measures
+    files = size.grouped(ctx.rendered.files).get(size.SHARED, {})
     out = [
         {
             "apiVersion": "v1",
