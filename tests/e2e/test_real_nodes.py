@@ -893,6 +893,12 @@ def test_health_check_drains_a_pod_node_and_shares_the_reason_with_the_syncer(
         labels = f'cluster="{CLUSTER}",namespace="{slurm.namespace}"'
         text = _scrape(slurm, f'slurm_nodes_health_drained{{check="marker",{labels}}} 1.0')
         assert f'slurm_partition_nodes_health_drained{{{labels},partition="batch"}} 1.0' in text
+        # the passive runs' own results, recorded in the node's Extra by the runner
+        failed = f'slurm_health_check_passive_nodes{{check="marker",{labels},result="failed"}}'
+        text = _scrape(slurm, f"{failed} 1.0")
+        passed = f'slurm_health_check_passive_nodes{{check="mounts",{labels},result="passed"}}'
+        assert f"{passed} 2.0" in text, text[-3000:]
+        assert f'slurm_health_check_passive_duration_seconds{{check="disk-free",{labels}}}' in text
         _patch_node(
             slurm,
             node,
@@ -985,9 +991,12 @@ def _scrape(slurm: SlurmDeployment, sample: str, timeout: float = 120) -> str:
 
 
 # Active checks added by a helm upgrade (the checks file reloads: no Pod restarts): one the
-# operator runs a minute after it sees it, one with a threshold no run meets, run by hand.
+# operator runs a minute after it sees it, one with a threshold no run meets, run by hand. The
+# same upgrade turns on the passive idle-processes check (left off in the shared values: a
+# leftover process would drain a node under the other tests).
 ACTIVE = """
 healthCheck:
+  idleProcesses: true
   active:
     allreduce:
       every: 60
@@ -1021,6 +1030,7 @@ def test_health_check_active_allreduce_runs_as_a_job_and_a_threshold_no_run_meet
         slurm.wait("the active checks in both slurmd Pods", reloaded, 180, 5)
         now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurm.running_pods("compute")}
         assert now == uids, "the slurmd Pods were replaced for a change of the checks"
+        _idle_processes_drain_and_lift(slurm, pods[0])
         check = f'check="allreduce",{labels}'
         text = _scrape(slurm, f"slurm_health_check_last_result{{{check}}} 1.0", 300)
         for pod in pods:
@@ -1051,6 +1061,26 @@ def test_health_check_active_allreduce_runs_as_a_job_and_a_threshold_no_run_meet
         240,
         5,
     )
+
+
+def _idle_processes_drain_and_lift(slurm: SlurmDeployment, pod: str) -> None:
+    """A user's process left in an idle slurmd container drains its node with
+    `health: idle-processes: …`; once it is gone the next periodic run lifts the drain."""
+    leftover = "setpriv --reuid=4242 --regid=4242 --clear-groups sleep 900"
+    slurm.exec(pod, "slurmd", "sh", "-c", f"nohup {leftover} >/dev/null 2>&1 &")
+    try:
+        expected = (
+            "health: idle-processes: 1 user process(es) left on an idle node (uid 4242: sleep)"
+        )
+        slurm.wait(
+            f"{pod} drained by idle-processes",
+            lambda: (s := slurm.slurm_node(pod))[1] == expected and "drain" in s[0] and s,
+            timeout=60,
+            interval=1,
+        )
+    finally:
+        slurm.exec(pod, "slurmd", "sh", "-c", "pkill -u 4242 || true")
+    slurm.wait(f"{pod} idle once the process is gone", lambda: pod in slurm.idle_nodes(), 60, 1)
 
 
 def test_operator_metrics_carry_the_slurm_cluster_state(slurm: SlurmDeployment):

@@ -4,6 +4,7 @@ and undrains through scontrol (`pytest -k "health_check or verify_undrain"`)."""
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shutil
@@ -15,13 +16,16 @@ import pytest
 from tests.slurm.test_rendered import inputs_for
 
 from sunk.devenv.slurm_runtime import SlurmRuntime
-from sunk.health import runner
+from sunk.health import record, runner
 from sunk.slurmconf import health, render_all
+from sunk.syncer.slurm_metrics import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 NODES = {"cpu-000-001": ("cpu", 0), "cpu-000-002": ("cpu", 0), "gpu-000-001": ("gpu", 2)}
 ONE, TWO = "cpu-000-001", "cpu-000-002"
+# The runner's modules as images/slurmd/Dockerfile copies them.
+IMAGE_FILES = ("__init__.py", "reasons.py", "runner.py", "active.py", "allreduce.py", "record.py")
 
 
 def install_runner(rt: SlurmRuntime, checks: str) -> None:
@@ -30,7 +34,7 @@ def install_runner(rt: SlurmRuntime, checks: str) -> None:
     assert rt.root is not None
     lib = rt.root / "usr/local/lib/sunk/python/sunk/health"
     lib.mkdir(parents=True, exist_ok=True)
-    for name in ("__init__.py", "reasons.py", "runner.py", "active.py", "allreduce.py"):
+    for name in IMAGE_FILES:
         shutil.copy(REPO / "tools/sunk/health" / name, lib / name)
     program = rt.root / runner.PROGRAM.lstrip("/")
     shutil.copy(REPO / "images/slurmd/sunk-health", program)
@@ -197,3 +201,39 @@ def test_health_check_active_failure_drains_its_nodes_until_verified(cluster):
         wait_for(rt, name, in_service, "undrain on the verify request")
     code, job = run_active(rt, "site-fabric")
     assert code == 0 and "result=pass" in job["Comment"], job
+
+
+def shown_nodes(rt: SlurmRuntime) -> list[dict]:
+    return json.loads(rt.run("scontrol", "show", "node", "--json", check=True).stdout)["nodes"]
+
+
+def test_health_check_passive_results_reach_the_metrics_and_leave_a_sites_extra(cluster):
+    """Each periodic run records its results in the node's Extra; the operator's metrics read
+    them from the same node JSON slurmrestd serves. A site's own Extra text is never touched."""
+    rt = cluster
+    scontrol(rt, "update", f"NodeName={TWO}", "Extra=rack7")
+    marker(rt, "health", ONE, "stuck process")
+    try:
+        wait_for(rt, ONE, drained_with("health: marker: stuck process"), "health drain")
+        deadline = time.monotonic() + 30
+        while True:
+            nodes = {n["name"]: n for n in shown_nodes(rt)}
+            kept = record.parse(nodes[ONE].get("extra"))
+            if kept and kept.checks.get("marker") and not kept.checks["marker"].ok:
+                break
+            assert time.monotonic() < deadline, (nodes[ONE].get("extra"), rt.logs(30))
+            time.sleep(1)
+        assert nodes[TWO]["extra"] == "rack7"
+        assert set(kept.checks) == {"gpu-count", "marker", "prolog-only"}
+        samples = snapshot(nodes.values(), [], [], None)
+        by_check = dict(samples["slurm_health_check_passive_nodes"])
+        # ONE failed its marker; the gpu node passed it; TWO keeps the site's text (no record)
+        assert (by_check[("marker", "failed")], by_check[("marker", "passed")]) == (1.0, 1.0)
+        assert by_check[("gpu-count", "passed")] == 2.0
+        assert time.time() - 60 < min(
+            at for _, at in samples["slurm_health_check_passive_oldest_run_timestamp_seconds"]
+        )
+    finally:
+        marker(rt, "health", ONE, None)
+        scontrol(rt, "update", f"NodeName={TWO}", "Extra=")
+    wait_for(rt, ONE, in_service, "undrain once the check passes again")

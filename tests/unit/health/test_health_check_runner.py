@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sunk.health import runner
+from sunk.health import record, runner
 from sunk.health.runner import Config, Node, RunnerError, run_checks
 from sunk.models.values import HealthCheck
 from sunk.slurmconf import health
@@ -189,3 +189,47 @@ def test_health_check_fails_the_prolog_only_on_a_failed_check(tmp_path, runner_e
     env = {"PATH": "/usr/bin:/bin", "SUNK_HEALTH": str(fake),
            "SUNK_SCRIPTS_DIR": str(tmp_path / "prolog.d")}  # fmt: skip
     assert subprocess.run(["sh", str(prolog)], env=env, check=False).returncode == prolog_exit
+
+
+def test_health_check_record_keeps_the_sites_extra_and_idle_checks_not_run(monkeypatch):
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(runner, "scontrol", lambda *a: calls.append(a) or "")
+    first = {"disk-free": runner.Result(True, seconds=0.1), "idle-processes": runner.Result(False)}
+    runner.keep_record(Node("n", extra='{"rack":"r1"}'), first, {"disk-free", "idle-processes"})
+    assert calls[0][:2] == ("update", "NodeName=n") and " " not in calls[0][2]
+    extra = calls[0][2].removeprefix("Extra=")
+    assert json.loads(extra)["rack"] == "r1"
+    # a busy node's run: idle-processes did not run and keeps its last result; a check no
+    # longer configured goes
+    runner.keep_record(
+        Node("n", extra=extra), {"mounts": runner.Result(True)}, {"idle-processes", "mounts"}
+    )
+    kept = record.parse(calls[1][2].removeprefix("Extra="))
+    assert kept and {n: c.ok for n, c in kept.checks.items()} == {
+        "idle-processes": False,
+        "mounts": True,
+    }
+    runner.keep_record(Node("n", extra="gpu=a100"), first, {"disk-free"})  # the site's text
+    assert len(calls) == 2
+
+
+def test_health_check_results_carry_their_duration(tmp_path):
+    config = Config(scripts={"slow": "sleep 0.2"})
+    results = run_checks(config, Node("n"), "periodic")
+    assert results["slow"].ok and results["slow"].seconds >= 0.2
+
+
+def test_health_check_idle_failure_is_dropped_when_a_job_started_meanwhile():
+    results = {
+        "idle-processes": runner.Result(False, "1 user process(es) left"),
+        "idle-memory": runner.Result(True),
+        "marker": runner.Result(False, "x"),
+    }
+    busy = Node("n", states=frozenset({"ALLOCATED"}))
+    assert runner.without_raced_idle_checks(results, busy) == {
+        "idle-memory": runner.Result(True),
+        "marker": runner.Result(False, "x"),
+    }
+    assert (
+        runner.without_raced_idle_checks(results, Node("n", states=frozenset({"IDLE"}))) == results
+    )

@@ -12,6 +12,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from sunk.health import record
+from sunk.health.record import CheckRecord
 from sunk.syncer.restd import OPENAPI, Slurmrestd
 from sunk.syncer.slurm_metrics import METRICS, MIB, SlurmMetrics, gres_gpus, snapshot
 
@@ -265,3 +267,41 @@ def test_health_check_drains_are_counted_per_check_and_per_partition():
     )
     assert samples["slurm_nodes_health_drained"] == [(("disk-free",), 1.0), (("gpu-count",), 2.0)]
     assert samples["slurm_partition_nodes_health_drained"] == [(("gpu",), 3.0), (("cpu",), 0.0)]
+
+
+def test_health_check_passive_results_from_the_nodes_extra():
+    def node(name: str, extra: str) -> dict:
+        return {"name": name, "state": ["IDLE"], "extra": extra}
+
+    ran = record.merged("", 1000, {"disk-free": CheckRecord(True, 0.02)})
+    failed = record.merged(
+        '{"rack":"r1"}',
+        900,
+        {"disk-free": CheckRecord(False, 0.5), "gpu-count": CheckRecord(True, 1.25)},
+    )
+    assert ran and failed and json.loads(failed)["rack"] == "r1"  # the site's key stays
+    samples = snapshot(
+        [
+            node("a", ran),
+            node("b", failed),
+            node("c", "site text"),  # not ours: no record
+            node("d", '{"sunk.coreweave.com/health": {"checks": "x"}}'),  # malformed: none
+        ],
+        [],
+        [],
+        None,
+    )
+    assert samples["slurm_health_check_passive_nodes"] == [
+        (("disk-free", "passed"), 1.0),
+        (("disk-free", "failed"), 1.0),
+        (("gpu-count", "passed"), 1.0),
+        (("gpu-count", "failed"), 0.0),
+    ]
+    assert samples["slurm_health_check_passive_duration_seconds"] == [
+        (("disk-free",), 0.5),
+        (("gpu-count",), 1.25),
+    ]
+    assert samples["slurm_health_check_passive_oldest_run_timestamp_seconds"] == [
+        (("disk-free",), 900.0),
+        (("gpu-count",), 900.0),
+    ]

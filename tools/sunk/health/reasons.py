@@ -21,7 +21,7 @@ runner lifts it after its next run in which every check passes.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 K8S_PREFIX = "k8s:"
 HEALTH_PREFIX = "health:"
@@ -99,6 +99,7 @@ def cleared(k8s: str) -> str:
 class Result:
     ok: bool
     detail: str = ""
+    seconds: float = field(default=0.0, compare=False)  # how long the check took
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sunk.health import reasons
+from sunk.health import reasons, record
 from sunk.health.reasons import Result
 
 CONFIG = "/etc/sunk/health/checks.json"
@@ -59,6 +60,7 @@ class Node:
     states: frozenset[str] = frozenset()
     reason: str = ""
     gres: str = ""
+    extra: str = ""
     root: Path = Path("/")
 
     @property
@@ -297,22 +299,44 @@ class Config:
         return set(self.stock) | set(self.scripts) | set(self.active)
 
 
+def _timed(run: Callable[[], Result]) -> Result:
+    start = time.monotonic()
+    result = run()
+    return Result(result.ok, result.detail, seconds=time.monotonic() - start)
+
+
+def _stock(check: Check, node: Node, setting: Any) -> Result:
+    try:
+        return check.run(node, setting)
+    except (OSError, RunnerError, subprocess.SubprocessError) as exc:
+        return Result(False, f"could not check: {exc}")
+
+
 def run_checks(config: Config, node: Node, origin: str) -> dict[str, Result]:
-    """The results of the checks that ran; a check that raised counts as failed with its
-    error (a check that cannot look has not passed)."""
+    """The results of the checks that ran, each with its duration; a check that raised counts
+    as failed with its error (a check that cannot look has not passed)."""
     results: dict[str, Result] = {}
     for name, setting in sorted(config.stock.items()):
         check = STOCK[name]
         if check.idle_only and (origin != "periodic" or not node.idle):
             continue
-        try:
-            results[name] = check.run(node, setting)
-        except (OSError, RunnerError, subprocess.SubprocessError) as exc:
-            results[name] = Result(False, f"could not check: {exc}")
+        results[name] = _timed(lambda c=check, s=setting: _stock(c, node, s))
     env = {"SUNK_HEALTH_FROM": origin, "SLURMD_NODENAME": node.name}
     for name, script in sorted(config.scripts.items()):
-        results[name] = run_script(name, script, config.timeout, env)
+        results[name] = _timed(lambda n=name, s=script: run_script(n, s, config.timeout, env))
     return results
+
+
+def without_raced_idle_checks(results: dict[str, Result], node_now: Node) -> dict[str, Result]:
+    """The results, less the failed idle checks when the node is no longer idle: a job that
+    started while they looked made the processes or memory they saw."""
+    if node_now.idle:
+        return results
+    return {
+        name: result
+        for name, result in results.items()
+        if result.ok or name not in STOCK or not STOCK[name].idle_only
+    }
 
 
 def scontrol(*args: str) -> str:
@@ -340,6 +364,7 @@ def read_node(name: str) -> Node:
         states=frozenset(s.upper() for s in ([state] if isinstance(state, str) else state)),
         reason=raw.get("reason") or "",
         gres=raw.get("gres") or "",
+        extra=raw.get("extra") or "",
     )
 
 
@@ -348,6 +373,18 @@ def apply(node: Node, decision: reasons.Decision) -> None:
         scontrol("update", f"NodeName={node.name}", "State=DRAIN", f"Reason={decision.reason}")
     elif decision.action == "resume":
         scontrol("update", f"NodeName={node.name}", "State=RESUME")
+
+
+def keep_record(node: Node, results: Mapping[str, Result], names: set[str]) -> None:
+    """Record this run's results in the node's Extra for the operator's metrics
+    (sunk.health.record). A configured check that did not run this time (an idle check on a
+    busy node) keeps its last result; a site's own non-JSON Extra is left alone."""
+    before = record.parse(node.extra)
+    kept = {n: c for n, c in (before.checks if before else {}).items() if n in names}
+    checks = kept | {name: record.CheckRecord(r.ok, r.seconds) for name, r in results.items()}
+    extra = record.merged(node.extra, time.time(), checks)
+    if extra is not None and extra != node.extra:
+        scontrol("update", f"NodeName={node.name}", f"Extra={extra}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -366,8 +403,12 @@ def main(argv: list[str] | None = None) -> int:
         config = Config.load(Path(args.config))
         node = read_node(name)
         results = run_checks(config, node, args.origin)
+        if any(not r.ok and n in STOCK and STOCK[n].idle_only for n, r in results.items()):
+            results = without_raced_idle_checks(results, read_node(name))
         decision = reasons.decide(node.drained, node.reason, results, config.names)
         apply(node, decision)
+        if args.origin == "periodic":  # not per job: a prolog's RPCs delay every job start
+            keep_record(node, results, config.names - set(config.active))
     except RunnerError as exc:
         print(f"sunk-health: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from sunk.health import active, reasons
+from sunk.health import active, reasons, record
 from sunk.health.runner import gres_gpus
 
 MIB = 1024 * 1024
@@ -87,6 +87,20 @@ METRICS: dict[str, Metric] = {
     "slurm_nodes_health_drained": Metric(
         "Slurm nodes drained by a failing health check (reason `health: <check>: …`, alone or "
         "behind a `k8s:` cause), per check.",
+        ("check",),
+    ),
+    "slurm_health_check_passive_nodes": Metric(
+        "Slurm nodes whose last periodic run of a passive health check passed or failed "
+        "(`result` passed or failed), as the runner records it in the node's Extra.",
+        ("check", "result"),
+    ),
+    "slurm_health_check_passive_duration_seconds": Metric(
+        "The longest of the nodes' last periodic runs of a passive health check, in seconds.",
+        ("check",),
+    ),
+    "slurm_health_check_passive_oldest_run_timestamp_seconds": Metric(
+        "Unix time of the oldest of the nodes' last periodic health check runs that recorded "
+        "the check (a node whose checks stopped running holds it back).",
         ("check",),
     ),
     "slurm_partition_nodes_total": Metric("Nodes in the partition.", ("partition",)),
@@ -203,6 +217,7 @@ def snapshot(
     # nodes
     node_states: Counter[str] = Counter()
     health_drained: Counter[str] = Counter()  # check -> nodes
+    passive: dict[str, list[tuple[bool, float, float]]] = defaultdict(list)  # ok, seconds, at
     per_partition: dict[str, Counter[str]] = defaultdict(Counter)
     total_nodes = 0
     for node in nodes:
@@ -227,6 +242,9 @@ def snapshot(
         check = reasons.parse(str(node.get("reason") or "")).check if "DRAIN" in states else None
         if check:
             health_drained[check] += 1
+        kept = record.parse(node.get("extra"))
+        for name, rec in kept.checks.items() if kept else ():
+            passive[name].append((rec.ok, rec.seconds, kept.at))
         for partition in _partitions_of(node):
             per_partition[partition].update(
                 {"cpu_alloc": int(cpu_alloc), "gpu_total": gpus, "gpu_alloc": gpu_alloc,
@@ -237,6 +255,18 @@ def snapshot(
         samples[f"slurm_nodes_{state}"].append(((), float(node_states[state])))
     for check, count in sorted(health_drained.items()):
         samples["slurm_nodes_health_drained"].append(((check,), float(count)))
+    for check, runs in sorted(passive.items()):
+        passed = sum(1 for ok, _, _ in runs if ok)
+        samples["slurm_health_check_passive_nodes"] += [
+            ((check, "passed"), float(passed)),
+            ((check, "failed"), float(len(runs) - passed)),
+        ]
+        samples["slurm_health_check_passive_duration_seconds"].append(
+            ((check,), max(seconds for _, seconds, _ in runs))
+        )
+        samples["slurm_health_check_passive_oldest_run_timestamp_seconds"].append(
+            ((check,), min(at for _, _, at in runs))
+        )
 
     # jobs
     job_states: Counter[str] = Counter()
