@@ -139,3 +139,29 @@ def test_files_validated_in_parallel_report_as_one_after_another(helm, cwd):
     assert [f["file"] for f in report["files"]] == ["repo/a.yaml", "repo/prod/b.yaml",
                                                      "repo/prod/c.yaml"]  # fmt: skip
     assert {f["file"] for f in report["findings"]} == {"repo/prod/b.yaml", "repo/prod/c.yaml"}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("kubeconform", [True, False], ids=["kubeconform", "python"])
+def test_a_directory_is_checked_in_one_kubernetes_run_and_each_error_names_its_file(
+    helm, cwd, monkeypatch, kubeconform, jobs
+):
+    """Every file's rendered objects go through one kubeconform run (per worker); each
+    object's error still names its own file and line, in file order."""
+    if not kubeconform:
+        monkeypatch.setenv("SUNKCTL_NO_KUBECONFORM", "1")
+    bad = "extraObjects:\n  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {n}}}, data: {{x: {v}}}}}\n"
+    (cwd / "repo").mkdir()
+    (cwd / "repo" / "a.yaml").write_text(bad.format(n="first", v=1))
+    (cwd / "repo" / "b.yaml").write_text("clusterName: fine\n")
+    (cwd / "repo" / "c.yaml").write_text("clusterName: c\n" + bad.format(n="third", v="[1]"))
+    code, report = run("repo", "-j", jobs)
+    assert code == 1, report
+    k8s = [
+        (f["file"], f["line"], f["resource"]["name"])
+        for f in report["findings"]
+        if f["ruleId"] == "K8S"
+    ]
+    assert k8s == [("repo/a.yaml", 2, "first"), ("repo/c.yaml", 3, "third")]
+    assert [f["file"] for f in report["files"]] == ["repo/a.yaml", "repo/b.yaml", "repo/c.yaml"]
+    assert all("kubernetes" in f["checks"] for f in report["files"])

@@ -3,7 +3,7 @@ chart renders them: what the API server would refuse is refused, with the rule's
 
 from __future__ import annotations
 
-from sunk.schema.crd import nodeset_crd
+from sunk.schema.crd import nodeset_crd, slurmcluster_crd
 from sunk.validate import cel_step
 
 API = "sunk.coreweave.com/v1alpha1"
@@ -68,3 +68,12 @@ def test_an_error_inside_a_rule_is_reported_not_raised():
     outcome = cel_step.evaluate("self.missing > 1", {})
     assert isinstance(outcome, str) and outcome
     assert cel_step.evaluate("size(self) == 0", {}) is True
+
+
+def test_the_rules_read_from_the_charts_crds_are_the_models_rules():
+    """The evaluator reads the sunk chart's generated CRD templates, not the models."""
+    schemas = cel_step._schemas()
+    for crd in (slurmcluster_crd(), nodeset_crd()):
+        (version,) = crd["spec"]["versions"]
+        key = (f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+        assert schemas[key] == version["schema"]["openAPIV3Schema"]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from sunk.validate.yamlload import inline_ignores, load_text
+import json
+
+from sunk.validate.yamlload import Document, inline_ignores, load_file, load_text
 
 
 def test_positions_of_keys_and_items():
@@ -46,3 +48,14 @@ def test_inline_ignores():
     assert inline_ignores("a: 1  # sunkctl: ignore=SUNK001, sunk002\n") == {
         1: {"SUNK001", "SUNK002"}
     }
+
+
+def test_a_document_survives_the_json_cache_whole():
+    """The chart's values.yaml is cached as JSON between runs (engine._chart_values)."""
+    from sunk.resources import chart_dir
+
+    path = chart_dir("slurm") / "values.yaml"
+    doc, findings = load_file(str(path), "values.yaml")
+    assert doc is not None and not findings and doc.positions and doc.blocks is not None
+    again = Document.from_json("values.yaml", json.loads(json.dumps(doc.to_json())))
+    assert again == doc

@@ -13,9 +13,26 @@ Modules:
   writer        deterministic YAML output, stale-file pruning and ``--check``
 """
 
-from sunk.argocd.builders import Bundle, build
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from sunk.argocd.errors import ArgoCDGenError
 from sunk.argocd.spec import ExtraApp, GenSpec, SlurmRelease, SyncSettings
+
+if TYPE_CHECKING:
+    from sunk.argocd.builders import Bundle, build
+
+
+def __getattr__(name: str) -> Any:
+    # The builders import the CRD models (a third of a second): only `argocd gen` needs them,
+    # not every sunkctl start that imports this package for its option defaults.
+    if name in ("Bundle", "build"):
+        from sunk.argocd import builders
+
+        return getattr(builders, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ArgoCDGenError",

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from sunk import __version__
-from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, build, versions, writer
+from sunk.argocd import ArgoCDGenError, GenSpec, SyncSettings, versions
 from sunk.argocd import spec as specs
 from sunk.argocd.spec import IN_CLUSTER
 from sunk.cli.common import SunkCommand
@@ -260,7 +260,9 @@ def gen(
         cascade_delete=cascade_delete,
         charts=_charts(chart_registry, chart_version),
     )
-    bundle = build(gen_spec, out_path)
+    from sunk.argocd import builders, writer  # the CRD models: only this command needs them
+
+    bundle = builders.build(gen_spec, out_path)
     files = writer.render(bundle)
     result = writer.plan(out, files) if check else writer.write(out, files)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sunk import __version__
 from sunk.chartio.helm import Release
 from sunk.errors import ToolError, UsageError
-from sunk.resources import chart_dir
+from sunk.resources import cache_dir, chart_dir
 from sunk.validate import k8s_step, render_step, trace
 from sunk.validate.coalesce import Coalesced, Layer, SetError, coalesce, set_layer
 from sunk.validate.findings import SCHEMA, YAML, FileResult, Finding, Report, Severity
@@ -95,6 +97,40 @@ def detect_chart(data: Any) -> str:
 _DEFAULTS: dict[tuple[str, int, str], Document] = {}
 
 
+def _chart_values(path: Path, name: str, chart: str) -> Document:
+    """A chart's values.yaml with its positions. Parsing it with positions takes longer than
+    the rest of a small file's checks, so the result is kept in the user's cache, keyed by the
+    file's bytes and this sunkctl's version (JSON: nothing from the cache is executed)."""
+    text = path.read_bytes()
+    digest = hashlib.sha256(text + __version__.encode()).hexdigest()[:32]
+    cached = cache_dir() / "validate" / f"values-{digest}.json"
+    try:
+        return Document.from_json(name, json.loads(cached.read_bytes()))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not cached yet, or unreadable: parse it
+    doc, findings = load_file(str(path), name)
+    if doc is None or findings or not isinstance(doc.data, dict):
+        raise ToolError(f"chart {chart}: its values.yaml does not parse")
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(doc.to_json()))
+        tmp.replace(cached)
+    except OSError:
+        pass  # a read-only cache only costs the parse
+    return doc
+
+
+@dataclass
+class _Done:
+    """One file's findings, waiting for the Kubernetes check of its rendered objects, which
+    runs once for every file of a run (one kubeconform process, not one per file)."""
+
+    findings: list[Finding]
+    coalesced: Coalesced | None = None
+    objects: k8s_step.Batch | None = None
+
+
 class _Run:
     def __init__(self, options: Options):
         self.options = options
@@ -112,6 +148,7 @@ class _Run:
         except SetError as exc:
             raise UsageError(str(exc)) from exc
         self.kube_version: str | None = None
+        self.done: list[_Done] = []
 
     # -- loading -----------------------------------------------------------------------
 
@@ -166,10 +203,7 @@ class _Run:
         name = display_name(path)
         key = (str(path), path.stat().st_mtime_ns, name)
         if key not in _DEFAULTS:
-            doc, findings = load_file(str(path), name)
-            if doc is None or findings or not isinstance(doc.data, dict):
-                raise ToolError(f"chart {chart}: its values.yaml does not parse")
-            _DEFAULTS[key] = doc
+            _DEFAULTS[key] = _chart_values(path, name, chart)
         doc = _DEFAULTS[key]
         self.docs.setdefault(doc.file, doc)
         return Layer(doc.file, doc.data, doc.positions, doc.blocks)
@@ -196,24 +230,51 @@ class _Run:
         else:
             for target in targets:
                 self.release(bases, target)
+        self.finish()
         self.apply_baseline()
         return self.report
 
     def parallel(self, bases: list[Path], targets: list[Path], jobs: int) -> None:
-        """Each file in a worker process of its own (helm template and the Python steps both
-        take CPU); the results come back in file order, as a sequential run gives them."""
+        """The files in `jobs` worker processes, a run of consecutive files each (helm template
+        and the Python steps both take CPU; each worker checks its files' objects in one
+        kubeconform run); the results come back in file order, as a sequential run gives them."""
         show = _progress(len(targets))
+        size = -(-len(targets) // jobs)
+        chunks = [targets[i : i + size] for i in range(0, len(targets), size)]
         # fork: the workers start with every module already imported
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            parts = [pool.submit(_one_release, self.options, bases, t) for t in targets]
-            for done, part in enumerate(parts, 1):
+            parts = [pool.submit(_releases, self.options, bases, chunk) for chunk in chunks]
+            done = 0
+            for chunk, part in zip(chunks, parts, strict=True):
                 report = part.result()  # a worker's UsageError/ToolError is raised here
                 self.report.files += report.files
                 self.report.findings += report.findings
                 self.report.notes += report.notes
                 self.report.suppressed += report.suppressed
+                done += len(chunk)
                 show(done)
+
+    def finish(self) -> None:
+        """Check every file's rendered objects against the Kubernetes schemas at once, then
+        keep each file's findings in file order."""
+        batches = [d.objects for d in self.done if d.objects is not None]
+        if batches:
+            assert self.kube_version is not None
+            checked = iter(
+                k8s_step.check_batches(
+                    batches,
+                    self.kube_version,
+                    tuple(Path(d) for d in self.options.crd_schemas),
+                    self.options.ignore_missing_schemas,
+                )
+            )
+        for item in self.done:
+            findings = item.findings
+            if item.objects is not None and item.coalesced is not None:
+                findings += [trace.place(f, item.coalesced) for f in next(checked)]
+            self.keep(findings)
+        self.done = []
 
     def release(self, bases: list[Path], target: Path | None) -> None:
         findings: list[Finding] = []
@@ -240,7 +301,7 @@ class _Run:
         result = FileResult(display, chart, checks=["yaml"])
         self.report.files.append(result)
         if broken:
-            self.keep(findings)
+            self.done.append(_Done(findings))
             return
         coalesced = coalesce(self.defaults(chart), layers)
         schema_file = self.chart_file(chart, "values.schema.json")
@@ -251,10 +312,11 @@ class _Run:
         early_errors = any(
             f.severity == Severity.ERROR and f.rule_id in (YAML, SCHEMA) for f in findings
         )
+        objects = None
         if self.options.render and not early_errors:
-            rendered = self.render(chart, bases, target, display, result, findings)
+            rendered, objects = self.render(chart, bases, target, display, result, findings)
             findings.extend(trace.place(f, coalesced) for f in rendered)
-        self.keep(findings)
+        self.done.append(_Done(findings, coalesced, objects))
 
     def rules(self, coalesced: Coalesced, chart: str, clean: bool) -> list[Finding]:
         ctx = RuleContext.build(coalesced.values, chart, coalesced)
@@ -296,7 +358,8 @@ class _Run:
         display: str,
         result: FileResult,
         findings: list[Finding],
-    ) -> list[Finding]:
+    ) -> tuple[list[Finding], k8s_step.Batch | None]:
+        """The render step's findings, and the objects for the Kubernetes check (`finish`)."""
         if self.kube_version is None:
             self.kube_version = k8s_step.normalize_version(self.options.kube_version)
         release = Release(
@@ -312,20 +375,10 @@ class _Run:
         rendered = render_step.render(release, files, self.options.sets, display, covered)
         result.checks.append("render")
         result.rendered = len(rendered.objects)
-        out = list(rendered.findings)
-        if rendered.objects:
-            result.checks.append("kubernetes")
-            out.extend(
-                k8s_step.check_objects(
-                    rendered.objects,
-                    self.kube_version,
-                    display,
-                    rendered.text,
-                    tuple(Path(d) for d in self.options.crd_schemas),
-                    self.options.ignore_missing_schemas,
-                )
-            )
-        return out
+        if not rendered.objects:
+            return list(rendered.findings), None
+        result.checks.append("kubernetes")
+        return list(rendered.findings), k8s_step.Batch(rendered.objects, display, rendered.text)
 
     # -- suppression ------------------------------------------------------------------
 
@@ -354,9 +407,11 @@ class _Run:
         self.report.findings = kept
 
 
-def _one_release(options: Options, bases: list[Path], target: Path) -> Report:
+def _releases(options: Options, bases: list[Path], targets: list[Path]) -> Report:
     run = _Run(options)
-    run.release(bases, target)
+    for target in targets:
+        run.release(bases, target)
+    run.finish()
     return run.report
 
 

@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -175,41 +177,61 @@ def _prepare(root: Path, version: str, files: set[str]) -> None:
         tmp.replace(dest)
 
 
+@dataclass(frozen=True)
+class Batch:
+    """One file's rendered objects, and the YAML stream helm printed for them."""
+
+    objects: list[dict[str, Any]]
+    display: str
+    text: str | None = None
+
+
 def run_kubeconform(
-    binary: str,
-    objects: list[dict[str, Any]],
-    version: str,
-    display: str,
-    text: str | None = None,
-    dirs: tuple[Path, ...] = (),
-) -> list[Finding]:
+    binary: str, batches: list[Batch], version: str, dirs: tuple[Path, ...] = ()
+) -> list[list[Finding]]:
+    """Every batch in one kubeconform run (its start-up and schema loading once, not per file):
+    each batch is a file of its own, and kubeconform names the file of every resource."""
     root = materialized(version)
     _prepare(
-        root, version, {kind_file(str(o.get("kind")), str(o.get("apiVersion"))) for o in objects}
+        root,
+        version,
+        {
+            kind_file(str(o.get("kind")), str(o.get("apiVersion")))
+            for b in batches
+            for o in b.objects
+        },
     )
-    cmd = [
-        binary,
-        "-strict",
-        "-summary",
-        "-output",
-        "json",
-        "-kubernetes-version",
-        f"{version}.0",
-        *[
-            a
-            for d in schema_dirs(dirs)
-            for a in ("-schema-location", str(d / "{{ .Group }}" / CRD_FILE))
-        ],
-        "-schema-location",
-        str(
-            root
-            / "{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}"
-            / "{{ .ResourceKind }}{{ .KindSuffix }}.json"
-        ),
-        "-",
-    ]
-    stream = text if text is not None else yaml.safe_dump_all(objects, sort_keys=False)
-    proc = subprocess.run(cmd, input=stream, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory(prefix="sunkctl-k8s-") as tmp:
+        files = []
+        for i, batch in enumerate(batches):
+            path = Path(tmp) / f"{i:06d}.yaml"
+            text = batch.text
+            path.write_text(
+                text if text is not None else yaml.safe_dump_all(batch.objects, sort_keys=False)
+            )
+            files.append(str(path))
+        cmd = [
+            binary,
+            "-strict",
+            "-summary",
+            "-output",
+            "json",
+            "-kubernetes-version",
+            f"{version}.0",
+            *[
+                a
+                for d in schema_dirs(dirs)
+                for a in ("-schema-location", str(d / "{{ .Group }}" / CRD_FILE))
+            ],
+            "-schema-location",
+            str(
+                root
+                / "{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}"
+                / "{{ .ResourceKind }}{{ .KindSuffix }}.json"
+            ),
+            *files,
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
@@ -217,37 +239,42 @@ def run_kubeconform(
             f"kubeconform gave no JSON report (exit {proc.returncode}): "
             f"{(proc.stderr or proc.stdout).strip()[:300]}"
         ) from exc
-    by_key = {(o.get("kind"), str((o.get("metadata") or {}).get("name"))): o for o in objects}
-    findings = []
+    index = {f: i for i, f in enumerate(files)}
+    out: list[list[Finding]] = [[] for _ in batches]
     for item in report.get("resources") or []:
         status = item.get("status", "")
         if status in ("statusValid", "statusSkipped", "VALID", "SKIPPED"):
             continue
-        obj = by_key.get((item.get("kind"), str(item.get("name"))), {})
-        res = (
-            resource_of(obj)
-            if obj
-            else {
-                "apiVersion": str(item.get("version", "")),
-                "kind": str(item.get("kind", "")),
-                "name": str(item.get("name", "")),
-            }
-        )
-        msg = str(item.get("msg", ""))
-        segments = _SEGMENT.findall(msg)
-        if segments:
-            findings.extend(_finding(res, p, m.strip(), display) for p, m in segments)
-        elif "could not find schema" in msg:
-            findings.append(_missing(res, version, display))
-        else:
-            errors = item.get("validationErrors") or []
-            if errors:
-                findings.extend(
-                    _finding(res, e.get("path", ""), e.get("msg", ""), display) for e in errors
-                )
-            else:
-                findings.append(_finding(res, "", msg, display))
-    return findings
+        i = index.get(str(item.get("filename")))
+        if i is None:
+            raise ToolError(f"kubeconform reported a file it was not given: {item.get('filename')}")
+        out[i] += _kubeconform_findings(item, batches[i], version)
+    return out
+
+
+def _kubeconform_findings(item: dict[str, Any], batch: Batch, version: str) -> list[Finding]:
+    by_key = {(o.get("kind"), str((o.get("metadata") or {}).get("name"))): o for o in batch.objects}
+    obj = by_key.get((item.get("kind"), str(item.get("name"))), {})
+    res = (
+        resource_of(obj)
+        if obj
+        else {
+            "apiVersion": str(item.get("version", "")),
+            "kind": str(item.get("kind", "")),
+            "name": str(item.get("name", "")),
+        }
+    )
+    display = batch.display
+    msg = str(item.get("msg", ""))
+    segments = _SEGMENT.findall(msg)
+    if segments:
+        return [_finding(res, p, m.strip(), display) for p, m in segments]
+    if "could not find schema" in msg:
+        return [_missing(res, version, display)]
+    errors = item.get("validationErrors") or []
+    if errors:
+        return [_finding(res, e.get("path", ""), e.get("msg", ""), display) for e in errors]
+    return [_finding(res, "", msg, display)]
 
 
 def _missing(res: dict[str, str], version: str, display: str) -> Finding:
@@ -308,23 +335,21 @@ def run_python(
     return findings
 
 
-def check_objects(
-    objects: list[dict[str, Any]],
+def check_batches(
+    batches: list[Batch],
     version: str,
-    display: str,
-    text: str | None = None,
     dirs: tuple[Path, ...] = (),
     ignore_missing: bool = False,
-) -> list[Finding]:
-    """`text`: the same objects as the YAML stream helm printed (spares a re-dump)."""
-    if not objects:
+) -> list[list[Finding]]:
+    """Each batch's findings, in the batches' order."""
+    if not batches:
         return []
     bundle_dir()  # raises ToolError when the bundle is missing
     binary = kubeconform_binary()
     if binary:
-        findings = run_kubeconform(binary, objects, version, display, text, dirs)
+        found = run_kubeconform(binary, batches, version, dirs)
     else:
-        findings = run_python(objects, version, display, dirs)
+        found = [run_python(b.objects, version, b.display, dirs) for b in batches]
     if ignore_missing:
-        findings = [f for f in findings if f.hint != MISSING_HINT]
-    return findings
+        found = [[f for f in fs if f.hint != MISSING_HINT] for fs in found]
+    return found

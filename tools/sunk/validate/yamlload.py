@@ -52,6 +52,27 @@ class Document:
     # about line N of the text (a Lua script) points at the file's line.
     blocks: dict[Path, int] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the file's name, as JSON (`from_json` reads it back)."""
+        return {
+            "data": self.data,
+            "positions": [[list(k), *v] for k, v in self.positions.items()],
+            "ignores": [[n, sorted(rules)] for n, rules in self.ignores.items()],
+            "documents": self.documents,
+            "blocks": [[list(k), v] for k, v in self.blocks.items()],
+        }
+
+    @classmethod
+    def from_json(cls, file: str, raw: dict[str, Any]) -> Document:
+        return cls(
+            file,
+            raw["data"],
+            {tuple(k): (line, col) for k, line, col in raw["positions"]},
+            {n: set(rules) for n, rules in raw["ignores"]},
+            raw["documents"],
+            {tuple(k): line for k, line in raw["blocks"]},
+        )
+
     def ignored(self, rule_id: str, line: int | None) -> bool:
         if line is None:
             return False
