@@ -8,8 +8,8 @@ PY := $(VENV)/bin/python
 BIN := $(CURDIR)/.tools/bin
 export PATH := $(BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 # Test tiers whose runtimes the toolchain installer provides (see README, "Development").
-TOOLCHAIN ?= helm kubeconform registry private-registry shellcheck checkov kube slurm slurm-26.05 nodes \
-  argocd-lua argocd uml
+TOOLCHAIN ?= helm kubeconform registry private-registry shellcheck checkov kube promtool slurm \
+  slurm-26.05 nodes argocd-lua argocd uml
 
 .PHONY: setup demo test lint unit schema images clean help
 help:

