@@ -150,7 +150,10 @@ def test_a_directory_is_checked_in_one_kubernetes_run_and_each_error_names_its_f
     object's error still names its own file and line, in file order."""
     if not kubeconform:
         monkeypatch.setenv("SUNKCTL_NO_KUBECONFORM", "1")
-    bad = "extraObjects:\n  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {n}}}, data: {{x: {v}}}}}\n"
+    bad = (
+        "extraObjects:\n"
+        "  - {{apiVersion: v1, kind: ConfigMap, metadata: {{name: {n}}}, data: {{x: {v}}}}}\n"
+    )
     (cwd / "repo").mkdir()
     (cwd / "repo" / "a.yaml").write_text(bad.format(n="first", v=1))
     (cwd / "repo" / "b.yaml").write_text("clusterName: fine\n")
