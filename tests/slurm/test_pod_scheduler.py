@@ -24,7 +24,14 @@ from sunk.devenv.slurm_runtime import SlurmRuntime
 from sunk.operator import names
 from sunk.operator.client import Kube
 from sunk.scheduler.loop import PodScheduler
-from sunk.scheduler.podjob import ANN_EXCLUSIVE, ANN_JOB, ANN_PARTITION, ANN_TIME_LIMIT, Settings
+from sunk.scheduler.podjob import (
+    ANN_EXCLUSIVE,
+    ANN_JOB,
+    ANN_NODE,
+    ANN_PARTITION,
+    ANN_TIME_LIMIT,
+    Settings,
+)
 from sunk.syncer.restd import Slurmrestd
 
 NS, CLUSTER, SCHEDULER = "tenant", "sched", "tenant-sched"
@@ -208,6 +215,8 @@ def test_a_pod_runs_on_the_node_slurm_chose_and_squeue_shows_its_placeholder(wor
     assert job is not None and job["job_state"] == ["RUNNING"], job
     # bound to the Kubernetes Node of the slurmd Pod Slurm allocated
     assert bound["spec"]["nodeName"] == world.hosts[job["nodes"]], (bound["spec"], job["nodes"])
+    # the Binding carried the Slurm node onto the Pod (no write of its own)
+    assert bound["metadata"]["annotations"][ANN_NODE] == job["nodes"], bound["metadata"]
     assert job["extra"] == "sunk.coreweave.com/lock=strict: started"
     assert job["partition"] == "cpu" and job["time_limit"]["number"] == 90, job
     assert job["cpus"]["number"] == 1 and job["memory_per_node"]["number"] == 256, job

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 import time
 from typing import Any
@@ -127,8 +128,40 @@ async def clear(kube: Kube, restd_jobs: Any) -> None:
     raise TimeoutError("placeholder jobs still hold nodes 300 s after their Pods were deleted")
 
 
+class Phases(logging.Handler):
+    """When the Pod Scheduler logged each submission and each bind (its own log lines)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.times: dict[str, list[float]] = {"submitted": [], "bound": []}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        kind = "submitted" if "submitted placeholder job" in text else None
+        kind = "bound" if ": Bound to Node " in text else kind
+        if kind:
+            self.times[kind].append(time.monotonic())
+
+
+def phases(phases_: Phases, jobs: list[dict[str, Any]], started: float, wall: float) -> dict:
+    """Seconds from the first create to the first and last of each phase: submissions
+    (the scheduler's log), job starts (Slurm's start_time, whole seconds), binds."""
+    starts = sorted(
+        float(j["start_time"]["number"] if isinstance(j["start_time"], dict) else j["start_time"])
+        - wall
+        for j in jobs
+        if str(j.get("name", "")).startswith("pod") or "RUNNING" in j["job_state"]
+    )
+    out = {k: (v[0] - started, v[-1] - started) for k, v in phases_.times.items() if v}
+    if starts:
+        out["job started (Slurm)"] = (starts[0], starts[-1])
+    return out
+
+
 async def measure(cp: ControlPlane, url: str, args: argparse.Namespace) -> dict[str, Any]:
     kube = await Kube.connect(str(cp.kubeconfig))
+    recorder = Phases()
+    logging.getLogger(f"sunk.scheduler.{NAMESPACE}.{CLUSTER}").addHandler(recorder)
     sched = PodScheduler(
         kube, NAMESPACE, CLUSTER, SCHEDULER, url, names.jwt_secret(CLUSTER), Settings(),
         (NAMESPACE,),
@@ -137,12 +170,14 @@ async def measure(cp: ControlPlane, url: str, args: argparse.Namespace) -> dict[
     try:
         await asyncio.sleep(1)
         before = sched.restd.requests if sched.restd else 0
+        first, wall = time.monotonic(), time.time()
         waiter = asyncio.get_running_loop().create_task(burst(kube, args.pods, "ours", SCHEDULER))
         await asyncio.sleep(0.05)
         sched.wake()
         ours = await waiter
         requests = (sched.restd.requests if sched.restd else 0) - before
         assert sched.restd is not None
+        steps = phases(recorder, await sched.restd.jobs(), first, wall)
         await clear(kube, sched.restd.jobs)
         theirs = await burst(kube, args.pods, "kube", None)
         await clear(kube, sched.restd.jobs)
@@ -150,7 +185,7 @@ async def measure(cp: ControlPlane, url: str, args: argparse.Namespace) -> dict[
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await kube.close()
-    return {"ours": ours, "theirs": theirs, "requests": requests}
+    return {"ours": ours, "theirs": theirs, "requests": requests, "phases": steps}
 
 
 def prepare(cp: ControlPlane, rt: SlurmRuntime, nodes: int) -> None:
@@ -179,6 +214,9 @@ def report(found: dict[str, Any], pods: int, nodes: int) -> None:
     print(f"{'kube-scheduler':<16}{theirs[len(theirs) // 2]:>11.3f}s{theirs[-1]:>11.3f}s")
     print(f"ratio (Pod Scheduler / kube-scheduler, all bound): {ours[-1] / theirs[-1]:.1f}")
     print(f"Slurm requests by the Pod Scheduler during the burst: {found['requests']}")
+    print("where the Pod Scheduler's time went (seconds from the first create, first .. last):")
+    for phase, (a, b) in found["phases"].items():
+        print(f"  {phase:<22}{a:>7.2f} .. {b:.2f}")
 
 
 def main() -> int:

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from sunk.scheduler.plan import Job, plan
+from sunk.scheduler.plan import QUIET_WAIT, Job, plan
 from sunk.scheduler.podjob import ANN_JOB, STARTED, PodRef, Settings
 
 SETTINGS = Settings()
@@ -56,6 +57,22 @@ def test_a_pending_job_makes_the_pod_wait_with_slurms_reason():
     actions = plan([pod(job=7)], [job(7, reason="Resources")], HOSTS, SETTINGS)
     assert [why for _, why in actions.wait] == ["placeholder job 7 is pending in Slurm: Resources"]
     assert not (actions.submit or actions.bind or actions.adopt)
+
+
+def test_a_placeholder_that_waited_only_a_moment_writes_nothing():
+    """In a burst each placeholder pends or starts for a moment: a condition and an Event for
+    each would delay the binds of those that already run. After QUIET_WAIT the Pod says why."""
+    fresh = dataclasses.replace(job(7, reason="Priority"), submitted=1000.0)
+    quiet = plan([pod(job=7)], [fresh], HOSTS, SETTINGS, now=1000.0 + QUIET_WAIT - 0.1)
+    assert not (quiet.wait or quiet.submit or quiet.bind or quiet.adopt)
+    told = plan([pod(job=7)], [fresh], HOSTS, SETTINGS, now=1000.0 + QUIET_WAIT)
+    assert [why for _, why in told.wait] == ["placeholder job 7 is pending in Slurm: Priority"]
+    restd = {
+        "job_id": 7,
+        "comment": fresh.pod.comment(),
+        "submit_time": {"set": True, "number": 1000},
+    }
+    assert Job.from_restd(restd).submitted == 1000.0
 
 
 def test_a_job_in_its_prolog_is_not_bound_yet():

@@ -28,6 +28,7 @@ CONDITION = "PodScheduled"
 FAST_POLL = 1.0  # seconds between reads while a placeholder is starting
 FAST_FOR = 60.0  # ... for at most this long after the last submission
 KILL_AGAIN = 15.0  # seconds before a job still listed as holding its node is killed again
+WRITES_AT_ONCE = 32  # concurrent binds or conditions: API server writes, no Slurm call
 
 
 def scheduler_options(spec: SlurmClusterSpec, namespace: str) -> dict[str, Any]:
@@ -84,6 +85,11 @@ class PodScheduler:
         self._fast_until = 0.0
         self._last_error = ""
         self._killed: dict[int, float] = {}  # job id → when SIGKILL was sent
+        # Submissions run beside the passes: slurmctld takes them one at a time (about 20 ms
+        # each), and a burst of 200 would otherwise hold the pass for seconds while the first
+        # placeholders already run and wait to be bound.
+        self._submitting: asyncio.Task[None] | None = None
+        self._in_flight: set[str] = set()  # Pod UIDs whose submission is under way
 
     def wake(self) -> None:
         self._wake.set()
@@ -99,7 +105,9 @@ class PodScheduler:
                 starting = False
                 try:
                     if self.active():
-                        starting = await self.schedule_once()
+                        starting = await self.schedule_once(background=True)
+                    else:
+                        self._stop_submitting()
                     self._last_error = ""
                 except asyncio.CancelledError:
                     raise
@@ -111,8 +119,14 @@ class PodScheduler:
                 fast = starting or time.monotonic() < self._fast_until
                 await self._sleep(min(FAST_POLL, self.poll) if fast else self.poll)
         finally:
+            self._stop_submitting()
             if self.restd is not None:
                 await self.restd.close()
+
+    def _stop_submitting(self) -> None:
+        if self._submitting is not None:
+            self._submitting.cancel()
+            self._submitting = None
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -122,8 +136,10 @@ class PodScheduler:
             pass
         self._wake.clear()
 
-    async def schedule_once(self) -> bool:
-        """One pass; True while a placeholder is past submission but not yet started."""
+    async def schedule_once(self, background: bool = False) -> bool:
+        """One pass; True while a placeholder is past submission but not yet started.
+        ``background``: its submissions go on after it returns (``run``); otherwise the pass
+        ends with them."""
         self.restd = await client_for(
             self.kube, self.namespace, self.jwt_secret, self.rest_url, self.restd, **self._options
         )
@@ -132,11 +148,37 @@ class PodScheduler:
         pods = await self._pods()
         hosts = await self._hosts() if any(j.started for j in jobs) else {}
         actions = plan(pods, jobs, hosts, self.settings)
+        self._start_submitting(self.restd, actions.submit)
         await self._apply(self.restd, actions)
+        if not background and self._submitting is not None:
+            await self._submitting
         self.passes += 1
-        return bool(actions.submit) or any(
+        return bool(self._in_flight) or any(
             j.alive and not j.started and not j.pending for j in jobs
         )
+
+    def _start_submitting(self, restd: Slurmrestd, submit: list[Any]) -> None:
+        """Submit the placeholders of Pods not already under way, in a task of their own, one
+        batch at a time; a Pod whose submission is in flight is not submitted again."""
+        if self._submitting is not None and not self._submitting.done():
+            return  # the next pass after it submits what is still missing
+        todo = [a for a in submit if a[0]["metadata"]["uid"] not in self._in_flight]
+        if not todo:
+            return
+        self._in_flight = {a[0]["metadata"]["uid"] for a in todo}
+
+        async def submit_all() -> None:
+            try:
+                await _each(todo, lambda a: self._submit(restd, *a), self._options["pool_size"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the next pass submits what has no job yet
+                self.log.warning("submitting placeholders failed: %s: %s", type(exc).__name__, exc)
+            finally:
+                self._in_flight = set()
+                self.wake()  # a pass at once binds what started meanwhile
+
+        self._submitting = asyncio.get_running_loop().create_task(submit_all())
 
     async def _pods(self) -> list[dict[str, Any]]:
         selector = f"spec.schedulerName={self.name}"
@@ -175,24 +217,42 @@ class PodScheduler:
             await self._delete(pod, why)
         for pod, rejected in actions.reject:
             await self._condition(pod, rejected.args[0], "SlurmRejected", warning=True)
-        # A burst of Pods: submits as parallel as the slurmrestd pool, the rest a little more.
-        await _each(actions.submit, lambda a: self._submit(restd, *a), self._options["pool_size"])
+        # Binds first: a Pod whose placeholder runs is waiting; conditions and Events can wait.
+        bound: list[tuple[dict[str, Any], str]] = []
+        await _each(actions.bind, lambda a: self._bind(*a, bound), WRITES_AT_ONCE)
         await _each(actions.adopt, lambda a: self._annotate(a[0], {ANN_JOB: str(a[1])}))
-        await _each(actions.wait, lambda a: self._condition(*a, "SlurmPending", warning=False))
-        await _each(actions.bind, lambda a: self._bind(*a))
+        await _each(
+            actions.wait,
+            lambda a: self._condition(*a, "SlurmPending", warning=False),
+            WRITES_AT_ONCE,
+        )
+        await _each(
+            bound,
+            lambda b: emit(self.kube, as_pod(b[0]), "Scheduled", b[1], warning=False),
+            WRITES_AT_ONCE,
+        )
 
     async def _submit(self, restd: Slurmrestd, pod: dict[str, Any], placeholder: Any) -> None:
         job_id = await restd.submit(placeholder.script(), placeholder.job())
         self._fast_until = time.monotonic() + FAST_FOR
         self.log.info("Pod %s: submitted placeholder job %s", placeholder.pod.key, job_id)
-        await self._annotate(pod, {ANN_JOB: str(job_id)})
+        # The lock toleration now, in the same write: the bind is then one request.
+        await self._annotate(pod, {ANN_JOB: str(job_id)}, tolerate=True)
 
-    async def _annotate(self, pod: dict[str, Any], annotations: dict[str, str]) -> None:
-        meta = pod["metadata"]
+    async def _annotate(
+        self, pod: dict[str, Any], annotations: dict[str, str], tolerate: bool = False
+    ) -> None:
+        """``tolerate``: also add the lock toleration (the placeholder's strict lock must not
+        evict its own Pod; a Pod placed through Slurm is never evicted by a job's lock)."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
+        if tolerate and not lock.tolerates(pod):
+            patch["spec"] = {
+                "tolerations": [*(spec.get("tolerations") or []), names.LOCK_TOLERATION]
+            }
         try:
             await self.kube.merge_patch(
-                path_for("v1", "pods", meta["namespace"], meta["name"]),
-                {"metadata": {"annotations": annotations}},
+                path_for("v1", "pods", meta["namespace"], meta["name"]), patch
             )
         except ApiError as exc:
             if exc.status != 404:  # deleted meanwhile: its job is ended at the next pass
@@ -232,24 +292,28 @@ class PodScheduler:
             raise
         await emit(self.kube, as_pod(pod), reason, message, warning=warning)
 
-    async def _bind(self, pod: dict[str, Any], job: Job, node: str) -> None:
-        """Tolerate the lock (the placeholder's strict lock must not evict its own Pod; a
-        Pod placed through Slurm is never evicted by a job's lock), then bind."""
-        meta, spec = pod["metadata"], pod.get("spec") or {}
+    async def _bind(
+        self, pod: dict[str, Any], job: Job, node: str, bound: list[tuple[dict[str, Any], str]]
+    ) -> None:
+        """Bind, with the job's annotations in the Binding (the API server copies them onto
+        the Pod in the same write). The lock toleration came with the submission; a Pod
+        adopted without it gets it first. ``bound``: the Pods bound, for their Events."""
+        meta = pod["metadata"]
         path = path_for("v1", "pods", meta["namespace"], meta["name"])
         try:
             if not lock.tolerates(pod):
-                tolerations = [*(spec.get("tolerations") or []), names.LOCK_TOLERATION]
-                await self.kube.merge_patch(path, {"spec": {"tolerations": tolerations}})
-            await self.kube.merge_patch(path, {"metadata": {"annotations": {
-                ANN_JOB: str(job.id), ANN_NODE: job.nodes}}})  # fmt: skip
+                await self._annotate(pod, {}, tolerate=True)
             await self.kube.request(
                 "POST",
                 f"{path}/binding",
                 {
                     "apiVersion": "v1",
                     "kind": "Binding",
-                    "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                    "metadata": {
+                        "name": meta["name"],
+                        "namespace": meta["namespace"],
+                        "annotations": {ANN_JOB: str(job.id), ANN_NODE: job.nodes},
+                    },
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node},
                 },
             )
@@ -260,7 +324,7 @@ class PodScheduler:
             raise
         message = f"Bound to Node {node} (Slurm node {job.nodes}, placeholder job {job.id})"
         self.log.info("Pod %s/%s: %s", meta["namespace"], meta["name"], message)
-        await emit(self.kube, as_pod(pod), "Scheduled", message, warning=False)
+        bound.append((pod, message))
 
     async def _delete(self, pod: dict[str, Any], why: str) -> None:
         meta = pod["metadata"]

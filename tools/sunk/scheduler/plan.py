@@ -15,6 +15,7 @@ everything from those, so no job is orphaned and no Pod is bound twice (a bound 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,17 @@ from sunk.scheduler.podjob import (
 
 # Base states in which a job still holds (or waits for) its resources.
 ALIVE = {"PENDING", "RUNNING", "SUSPENDED"}
+# Seconds a placeholder may pend or start before its Pod's condition and an Event say why: a
+# burst's placeholders wait a moment each, and writing each state would delay every bind.
+QUIET_WAIT = 5.0
 FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def _number(value: Any) -> float:
+    """A plain number, or slurmrestd's ``{"set", "infinite", "number"}`` (0 when unset)."""
+    if isinstance(value, Mapping):
+        value = value.get("number") if value.get("set", True) else 0
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class Job:
     extra: str = ""
     nodes: str = ""
     reason: str = ""
+    submitted: float = 0.0  # Unix time
 
     @classmethod
     def from_restd(cls, job: Mapping[str, Any]) -> Job | None:
@@ -58,6 +70,7 @@ class Job:
             extra=job.get("extra") or "",
             nodes=job.get("nodes") or "",
             reason=job.get("state_reason") or "",
+            submitted=_number(job.get("submit_time")),
         )
 
     @property
@@ -105,14 +118,17 @@ def plan(
     jobs: list[Job],
     hosts: Mapping[str, str],
     settings: Settings,
+    now: float | None = None,
 ) -> Actions:
-    """``hosts``: Slurm node name (the slurmd Pod's name) → the Kubernetes Node it runs on."""
+    """``hosts``: Slurm node name (the slurmd Pod's name) → the Kubernetes Node it runs on.
+    ``now``: Unix time (a Pod says why it waits once its placeholder waited ``QUIET_WAIT``)."""
+    now = time.time() if now is None else now
     actions = Actions()
     by_pod: dict[str, list[Job]] = {}
     for job in sorted(jobs, key=lambda j: j.id):
         by_pod.setdefault(job.pod.uid, []).append(job)
     for pod in pods:
-        _plan_pod(pod, by_pod.pop(pod["metadata"]["uid"], []), hosts, settings, actions)
+        _plan_pod(pod, by_pod.pop(pod["metadata"]["uid"], []), hosts, settings, actions, now)
     for orphans in by_pod.values():  # their Pods are gone
         for job in orphans:
             if job.alive or job.holds_node:
@@ -126,6 +142,7 @@ def _plan_pod(
     hosts: Mapping[str, str],
     settings: Settings,
     actions: Actions,
+    now: float,
 ) -> None:
     meta, spec = pod["metadata"], pod.get("spec") or {}
     phase = (pod.get("status") or {}).get("phase")
@@ -177,6 +194,8 @@ def _plan_pod(
         return
 
     if not job.started:
+        if now < job.submitted + QUIET_WAIT:
+            return  # a moment's wait, the norm in a burst: no condition, no Event
         if job.pending:
             actions.wait.append((pod, f"placeholder job {job.id} is pending in Slurm: "
                                       f"{job.reason or 'None'}"))  # fmt: skip
