@@ -4,7 +4,7 @@ the operator's concurrency) on the same API server, and their ratio; then the
 operator's API requests per reconcile, its steady state (writes and requests per minute with
 nothing changing) and its peak RSS.
 
-    python tools/bench/operator_bench.py [--nodes 1000] [--steady 60]
+    python tools/bench/operator_bench.py [--nodes 1000] [--steady 60] [--runs 3]
 
 Starts its own control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok) on
 loopback; kwok Nodes get 127.88.x.y addresses (data only: nothing connects to them).
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -188,7 +189,14 @@ def operator_run(
         }
         return took, figures
     finally:
-        op.kill(signal.SIGTERM)
+        stopping = time.monotonic()
+        try:
+            op.kill(signal.SIGTERM)
+            print(f"operator stopped {time.monotonic() - stopping:.1f}s after SIGTERM")
+        except subprocess.TimeoutExpired:
+            # a finding, not a crash of the benchmark: a Pod would be SIGKILLed at 30 s
+            print("operator still running 30 s after SIGTERM: killed", flush=True)
+            op.kill(signal.SIGKILL)
 
 
 def _bare_copy(pod: dict, index: int) -> dict:
@@ -232,25 +240,8 @@ async def bare_run(cp: ControlPlane, count: int) -> float:
         return time.monotonic() - start
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument(
-        "--operator-arg",
-        action="append",
-        default=[],
-        help="one more sunk-operator argument (repeatable), e.g. --operator-arg=--kube-api-qps=0",
-    )
-    parser.add_argument(
-        "--steady",
-        type=float,
-        default=60,
-        help="seconds of steady state to measure (0: none, nor the wait for every Pod Ready, "
-        "which kwok needs more than 15 minutes for at 5,000 Pods on 2 cores)",
-    )
-    args = parser.parse_args()
-    pinned = tool_path("helm")
-    helm = helm_binary(str(pinned) if pinned else None)
+def one_run(args: argparse.Namespace, helm: str) -> tuple[float, float, dict]:
+    """One measurement on a fresh control plane: (operator seconds, bare seconds, figures)."""
     parser_logs = Path(tempfile.mkdtemp(prefix="sunk-bench-"))
     print(f"operator logs: {parser_logs}", flush=True)
     with ControlPlane() as cp:
@@ -278,9 +269,13 @@ def main() -> int:
             cp, args.nodes, parser_logs, args.steady, args.operator_arg
         )
         bare_seconds = asyncio.run(bare_run(cp, args.nodes))
+    return operator_seconds, bare_seconds, figures
+
+
+def report(args: argparse.Namespace, operator_seconds: float, bare_seconds: float, figures: dict):
     print(f"operator: {args.nodes} pods + complete NodeSet status in {operator_seconds:.1f}s")
     print(f"bare client loop: copies of its {args.nodes} pods created in {bare_seconds:.1f}s")
-    print(f"ratio operator/bare: {operator_seconds / bare_seconds:.2f} (goal <= 1.5)")
+    print(f"ratio operator/bare: {operator_seconds / bare_seconds:.2f} (goal <= 1.2)")
     print(
         f"operator: every Node labelled after {figures['labels_seconds']:.1f}s "
         f"({figures['labels_seconds'] / bare_seconds:.2f} of the bare loop's time)"
@@ -295,7 +290,47 @@ def main() -> int:
             f"steady state over {args.steady:.0f}s (1 NodeSet): {figures['steady_writes']:.0f} "
             f"writes, {figures['steady_requests_per_minute']:.1f} API requests per minute"
         )
-    print(f"operator peak RSS: {figures['peak_rss_mib']:.0f} MiB")
+    print(f"operator peak RSS: {figures['peak_rss_mib']:.0f} MiB", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument(
+        "--operator-arg",
+        action="append",
+        default=[],
+        help="one more sunk-operator argument (repeatable), e.g. --operator-arg=--kube-api-qps=0",
+    )
+    parser.add_argument(
+        "--steady",
+        type=float,
+        default=60,
+        help="seconds of steady state to measure (0: none, nor the wait for every Pod Ready, "
+        "which kwok needs more than 15 minutes for at 5,000 Pods on 2 cores)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="measure this many times, each on a fresh control plane, and print the spread",
+    )
+    args = parser.parse_args()
+    pinned = tool_path("helm")
+    helm = helm_binary(str(pinned) if pinned else None)
+    ratios = []
+    for run in range(1, args.runs + 1):
+        if args.runs > 1:
+            print(f"--- run {run} of {args.runs}", flush=True)
+        operator_seconds, bare_seconds, figures = one_run(args, helm)
+        report(args, operator_seconds, bare_seconds, figures)
+        ratios.append(operator_seconds / bare_seconds)
+    if args.runs > 1:
+        shown = ", ".join(f"{r:.2f}" for r in ratios)
+        print(
+            f"ratio operator/bare over {args.runs} runs: {shown} (min {min(ratios):.2f}, "
+            f"median {statistics.median(ratios):.2f}, max {max(ratios):.2f}; goal <= 1.2 in each)"
+        )
     return 0
 
 
