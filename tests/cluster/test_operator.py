@@ -1269,3 +1269,26 @@ def test_ha_controllers_share_one_state_claim_and_the_api_server_refuses_a_switc
 
     kube.delete(f"{API}/namespaces/{ns}/nodesets/{cluster}")
     kube.delete(f"{clusters}/{cluster}")
+
+
+def test_sigterm_stops_reconciling_at_once_and_the_operator_exits(operator, kube, op_namespaces):
+    """kopf stops its own watchers at SIGTERM and waits for other tasks; the operator's
+    cleanup handler stops its work queue, informers, Syncers and Pod Schedulers at once, so the
+    process exits well inside a Pod's 30 s grace period and gives up its lease."""
+    ns = op_namespaces[0]
+    kube.create(f"{API}/namespaces/{ns}/slurmclusters", cluster_body("sigterm", **NO_SYNCER))
+    try:
+        time.sleep(3)  # reconciling
+        log_file = sorted(operator.log_dir.glob("operator-*.log"))[-1]
+        started = time.monotonic()
+        operator.kill(signal.SIGTERM)
+        took = time.monotonic() - started
+        log = log_file.read_text()
+        signal_at = log.index("Signal SIGTERM is received")
+        assert log.find("stopping: no reconcile", signal_at) > signal_at, log[-3000:]
+        assert " released " in log[signal_at:], log[-3000:]  # the lease, for the standby
+        assert took < 15, f"the operator took {took:.1f}s to stop\n{log[-3000:]}"
+    finally:
+        kube.delete(f"{API}/namespaces/{ns}/slurmclusters/sigterm", missing_ok=True)
+        operator.start()
+        operator.wait_leader(timeout=90)

@@ -427,6 +427,16 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: An
     rt.ready = True
 
 
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    # At SIGTERM kopf stops its watchers first and gives every other task (ours: the work
+    # queue, the informers, Syncers and Pod Schedulers) seconds to end by itself: reconciles
+    # went on writing after the signal, and once the stop outlasted a Pod's 30 s grace period,
+    # so the lease was never given up. Stop ours at once.
+    log.info("stopping: no reconcile, Syncer or Pod Scheduler runs from here")
+    await _rt(memo).shutdown()
+
+
 # --- event handlers: cheap triggers into the queue, no API calls on the hot path ----------
 
 
