@@ -116,10 +116,11 @@ CRDS = ("slurmclusters.sunk.coreweave.com", "nodesets.sunk.coreweave.com")
 
 
 def _established(kube: KubeClient, crd: str) -> bool:
-    body = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+    body = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}") or {}
+    # A CRD just created may have no status, or a status without conditions yet.
     return any(
         c["type"] == "Established" and c["status"] == "True"
-        for c in body.get("status", {}).get("conditions", [])
+        for c in (body.get("status") or {}).get("conditions") or []
     )
 
 

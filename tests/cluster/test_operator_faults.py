@@ -16,7 +16,9 @@ The control plane is this module's own: restarting the session's would disturb o
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -117,6 +119,29 @@ def state(cp: ControlPlane) -> str:
     )
 
 
+@contextlib.contextmanager
+def crowded(cp: ControlPlane, readers: int = 3) -> Iterator[None]:
+    """Other clients holding the API server's two request slots: without them the operator
+    could finish a small reconcile between 429s (seen once), and the 429 path would go
+    untested."""
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # their own 429s are the point
+                cp.client.list("/api/v1/nodes")
+
+    threads = [threading.Thread(target=read, daemon=True) for _ in range(readers)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+
+
 def scheduled(cp: ControlPlane, nodeset: str) -> int | None:
     status = cp.client.get(f"{API}/namespaces/{NS}/nodesets/{nodeset}").get("status") or {}
     return status.get("currentNumberScheduled")
@@ -141,7 +166,8 @@ def test_429s_a_restart_and_a_compaction_end_in_convergence(
     operator = OperatorProcess(kubeconfig, [], tmp_path, RELEASE_NS).start()
     try:
         operator.wait_leader(timeout=120)
-        cp.wait_for(lambda: scheduled(cp, "fa") == 3 or None, 120, "3 Pods under 429s")
+        with crowded(cp):
+            cp.wait_for(lambda: scheduled(cp, "fa") == 3 or None, 120, "3 Pods under 429s")
         refused = sum(
             operator.sample("sunk_operator_api_requests_total", verb=verb, code="429") or 0
             for verb in ("GET", "POST", "PATCH", "PUT", "DELETE")
