@@ -226,10 +226,12 @@ def test_health_check_idle_failure_is_dropped_when_a_job_started_meanwhile():
         "marker": runner.Result(False, "x"),
     }
     busy = Node("n", states=frozenset({"ALLOCATED"}))
-    assert runner.without_raced_idle_checks(results, busy) == {
+    assert runner.without_raced_idle_checks(results, lambda: busy) == {
         "idle-memory": runner.Result(True),
         "marker": runner.Result(False, "x"),
     }
-    assert (
-        runner.without_raced_idle_checks(results, Node("n", states=frozenset({"IDLE"}))) == results
-    )
+    idle = Node("n", states=frozenset({"IDLE"}))
+    assert runner.without_raced_idle_checks(results, lambda: idle) == results
+    # no idle check failed: the node is not read again
+    passed = {"idle-memory": runner.Result(True), "marker": runner.Result(False, "x")}
+    assert runner.without_raced_idle_checks(passed, lambda: 1 / 0) == passed

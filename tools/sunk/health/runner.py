@@ -327,16 +327,15 @@ def run_checks(config: Config, node: Node, origin: str) -> dict[str, Result]:
     return results
 
 
-def without_raced_idle_checks(results: dict[str, Result], node_now: Node) -> dict[str, Result]:
-    """The results, less the failed idle checks when the node is no longer idle: a job that
-    started while they looked made the processes or memory they saw."""
-    if node_now.idle:
+def without_raced_idle_checks(
+    results: dict[str, Result], read_again: Callable[[], Node]
+) -> dict[str, Result]:
+    """The results, less the failed idle checks when the node, read again after they failed,
+    is no longer idle: a job that started while they looked made what they saw."""
+    raced = {n for n, r in results.items() if not r.ok and n in STOCK and STOCK[n].idle_only}
+    if not raced or read_again().idle:
         return results
-    return {
-        name: result
-        for name, result in results.items()
-        if result.ok or name not in STOCK or not STOCK[name].idle_only
-    }
+    return {name: result for name, result in results.items() if name not in raced}
 
 
 def scontrol(*args: str) -> str:
@@ -403,8 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         config = Config.load(Path(args.config))
         node = read_node(name)
         results = run_checks(config, node, args.origin)
-        if any(not r.ok and n in STOCK and STOCK[n].idle_only for n, r in results.items()):
-            results = without_raced_idle_checks(results, read_node(name))
+        results = without_raced_idle_checks(results, lambda: read_node(name))
         decision = reasons.decide(node.drained, node.reason, results, config.names)
         apply(node, decision)
         if args.origin == "periodic":  # not per job: a prolog's RPCs delay every job start
