@@ -74,32 +74,34 @@ def check(
     layout is generated, for its projection at the ``groups``' replicas, see
     `projected_topology`); raises ConfigSizeError for a file past the limit."""
     warnings = []
-    for name, text in sorted(files.items()):
-        size = len(text.encode())
+    sizes = {name: len(text.encode()) for name, text in files.items()}
+    warned = set()  # files a warning names already
+    for name, size in sorted(sizes.items()):
         if size > LIMIT:
             raise ConfigSizeError(
                 f"{name}: {kib(size)} rendered, more than the {kib(LIMIT)} the API server takes "
                 "in one ConfigMap; the operator could write no configuration"
             )
         if size > WARN_AT:
+            warned.add(name)
             warnings.append(
                 f"{name}: {kib(size)} rendered, past half the {kib(LIMIT)} a ConfigMap holds"
             )
     for group, members in sorted(grouped(files).items()):
         if len(members) < 2:
             continue  # its one file was measured above
-        size = sum(len(text.encode()) for text in members.values())
+        size = sum(sizes[name] for name in members)
         together = f"{', '.join(sorted(members))}: {kib(size)} together in the cluster's {group}"
         if size > LIMIT:
             raise ConfigSizeError(
                 f"{together} ConfigMap, more than the {kib(LIMIT)} the API server takes in one; "
                 "the operator could write no configuration"
             )
-        if size > WARN_AT and not any(w.split(":")[0] in members for w in warnings):
+        if size > WARN_AT and not warned & members.keys():
             warnings.append(f"{together} ConfigMap, past half the {kib(LIMIT)} it holds")
     if topology is not None:
         nodes, size = projected_topology(groups)
-        projected = topology_warning(nodes, max(size, len(files.get(topology, "").encode())))
+        projected = topology_warning(nodes, max(size, sizes.get(topology, 0)))
         if projected:
             warnings.append(f"{PROJECTED}{projected}")
     return warnings

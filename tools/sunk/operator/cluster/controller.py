@@ -38,7 +38,6 @@ from sunk.slurmconf import size
 from sunk.slurmconf.guard import find_key
 from sunk.slurmconf.inputs import service_domain
 from sunk.slurmconf.lua import CONTROLLER_FILES
-from sunk.slurmconf.sssd import FILE as SSSD_FILE
 
 # The reconfigure loop starts as SlurmUser, whom slurmctld lets reconfigure.
 RECONFIGURE_SECURITY_CONTEXT = non_root(SLURM_UID)
@@ -102,34 +101,24 @@ def reconfigure_container(ctx: ClusterContext) -> dict[str, Any]:
 
 
 def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
-    # the same grouping the renderer's size check measures
-    files = size.grouped(ctx.rendered.files).get(size.SHARED, {})
-    out = [
-        {
+    # One ConfigMap per group of the renderer's size check (sunk.slurmconf.size), which
+    # measures each as the API server will: the main one always, the others when rendered.
+    # slurmdbd.conf travels in a Secret (sunk.operator.cluster.accounting).
+    groups = size.grouped(ctx.rendered.files)
+
+    def config_map(group: str, name: str) -> dict[str, Any]:
+        return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": meta(ctx, names.config_map(ctx.cluster), "config"),
-            "data": files,
+            "metadata": meta(ctx, name, group),
+            "data": groups.get(group, {}),
         }
-    ]
-    if "topology.conf" in ctx.rendered.files:
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": meta(ctx, names.topology_map(ctx.cluster), "topology"),
-                "data": {"topology.conf": ctx.rendered.files["topology.conf"]},
-            }
-        )
-    if SSSD_FILE in ctx.rendered.files:
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": meta(ctx, names.sssd_map(ctx.cluster), "directory"),
-                "data": {SSSD_FILE: ctx.rendered.files[SSSD_FILE]},
-            }
-        )
+
+    out = [config_map(size.SHARED, names.config_map(ctx.cluster))]
+    if "topology" in groups:
+        out.append(config_map("topology", names.topology_map(ctx.cluster)))
+    if "directory" in groups:
+        out.append(config_map("directory", names.sssd_map(ctx.cluster)))
     login = ctx.spec.login
     if login.enabled and login.s6:
         out.append(
@@ -141,16 +130,8 @@ def config_maps(ctx: ClusterContext) -> list[dict[str, Any]]:
             }
         )
     # Lua scripts apart: job_submit.lua is the controller's alone (sunk.slurmconf.lua).
-    lua = {k: v for k, v in ctx.rendered.files.items() if k in CONTROLLER_FILES}
-    if lua:
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": meta(ctx, names.lua_map(ctx.cluster), "lua"),
-                "data": lua,
-            }
-        )
+    if "lua" in groups:
+        out.append(config_map("lua", names.lua_map(ctx.cluster)))
     return out
 
 
