@@ -30,6 +30,7 @@ from sunk.scheduler.podjob import (
     placeholder_for,
     pod_of_comment,
 )
+from sunk.syncer.restd import number
 
 # Base states in which a job still holds (or waits for) its resources.
 ALIVE = {"PENDING", "RUNNING", "SUSPENDED"}
@@ -37,13 +38,6 @@ ALIVE = {"PENDING", "RUNNING", "SUSPENDED"}
 # burst's placeholders wait a moment each, and writing each state would delay every bind.
 QUIET_WAIT = 5.0
 FINISHED_PHASES = ("Succeeded", "Failed")
-
-
-def _number(value: Any) -> float:
-    """A plain number, or slurmrestd's ``{"set", "infinite", "number"}`` (0 when unset)."""
-    if isinstance(value, Mapping):
-        value = value.get("number") if value.get("set", True) else 0
-    return float(value) if isinstance(value, int | float) else 0.0
 
 
 @dataclass(frozen=True)
@@ -70,7 +64,7 @@ class Job:
             extra=job.get("extra") or "",
             nodes=job.get("nodes") or "",
             reason=job.get("state_reason") or "",
-            submitted=_number(job.get("submit_time")),
+            submitted=number(job.get("submit_time")),
         )
 
     @property

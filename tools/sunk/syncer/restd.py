@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -30,6 +31,20 @@ USER = "slurm"  # SlurmUser: an operator of Slurm; slurmrestd refuses tokens for
 TOKEN_SECONDS = 600
 
 log = logging.getLogger(__name__)
+
+
+def number(value: Any) -> float:
+    """A number slurmrestd sends: plain, or v0.0.41+'s ``{"set", "infinite", "number"}`` (0
+    when unset or infinite)."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite"):
+            return 0.0
+        value = value.get("number")
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    return 0.0
 
 
 class KeySource(Protocol):

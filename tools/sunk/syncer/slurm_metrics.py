@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from sunk.health import active, reasons, record
 from sunk.health.runner import gres_gpus
+from sunk.syncer.restd import number
 
 MIB = 1024 * 1024
 CLUSTER_LABELS = ("namespace", "cluster")
@@ -168,19 +169,6 @@ Samples = dict[str, list[tuple[tuple[str, ...], float]]]
 # --------------------------------------------------------------------------- JSON helpers
 
 
-def _number(value: Any) -> float:
-    """A plain number, or v0.0.41's ``{"set", "infinite", "number"}`` (0 when unset)."""
-    if isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite"):
-            return 0.0
-        value = value.get("number")
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    return 0.0
-
-
 def _states(value: Any) -> set[str]:
     if isinstance(value, str):
         return {value.upper()}
@@ -231,14 +219,14 @@ def snapshot(
             node_states["drain"] += 1
         elif base in ("IDLE", "ALLOCATED", "MIXED"):
             node_states[{"IDLE": "idle", "ALLOCATED": "alloc", "MIXED": "mixed"}[base]] += 1
-        cpus, cpu_alloc = _number(node.get("cpus")), _number(node.get("alloc_cpus"))
+        cpus, cpu_alloc = number(node.get("cpus")), number(node.get("alloc_cpus"))
         gpus, gpu_alloc = gres_gpus(node.get("gres")), gres_gpus(node.get("gres_used"))
         samples["slurm_node_cpu_total"].append(((name,), cpus))
         samples["slurm_node_cpu_alloc"].append(((name,), cpu_alloc))
         samples["slurm_node_gpu_total"].append(((name,), float(gpus)))
         samples["slurm_node_gpu_alloc"].append(((name,), float(gpu_alloc)))
-        samples["slurm_node_mem_total"].append(((name,), _number(node.get("real_memory")) * MIB))
-        samples["slurm_node_mem_alloc"].append(((name,), _number(node.get("alloc_memory")) * MIB))
+        samples["slurm_node_mem_total"].append(((name,), number(node.get("real_memory")) * MIB))
+        samples["slurm_node_mem_alloc"].append(((name,), number(node.get("alloc_memory")) * MIB))
         check = reasons.parse(str(node.get("reason") or "")).check if "DRAIN" in states else None
         if check:
             health_drained[check] += 1
@@ -289,11 +277,11 @@ def snapshot(
         mine = per_partition.get(name, Counter())
         cpus = partition.get("cpus") or {}
         nodes_of = partition.get("nodes") or {}
-        samples["slurm_partition_nodes_total"].append(((name,), _number(nodes_of.get("total"))))
+        samples["slurm_partition_nodes_total"].append(((name,), number(nodes_of.get("total"))))
         samples["slurm_partition_nodes_health_drained"].append(
             ((name,), float(mine["health_drained"]))
         )
-        samples["slurm_partition_cpu_total"].append(((name,), _number(cpus.get("total"))))
+        samples["slurm_partition_cpu_total"].append(((name,), number(cpus.get("total"))))
         samples["slurm_partition_cpu_alloc"].append(((name,), float(mine["cpu_alloc"])))
         samples["slurm_partition_gpu_total"].append(((name,), float(mine["gpu_total"])))
         samples["slurm_partition_gpu_alloc"].append(((name,), float(mine["gpu_alloc"])))
@@ -302,20 +290,20 @@ def snapshot(
     if diag:
         stats = diag.get("statistics", diag)
         samples["slurm_scheduler_cycle_last_seconds"].append(
-            ((), _number(stats.get("schedule_cycle_last")) / 1e6)
+            ((), number(stats.get("schedule_cycle_last")) / 1e6)
         )
         samples["slurm_scheduler_backfill_cycle_last_seconds"].append(
-            ((), _number(stats.get("bf_cycle_last")) / 1e6)
+            ((), number(stats.get("bf_cycle_last")) / 1e6)
         )
         samples["slurm_controller_server_threads"].append(
-            ((), _number(stats.get("server_thread_count")))
+            ((), number(stats.get("server_thread_count")))
         )
         for rpc in stats.get("rpcs_by_message_type") or []:
             kind = str(rpc.get("message_type") or rpc.get("type_id") or "")
-            samples["slurm_controller_rpc_count"].append(((kind,), _number(rpc.get("count"))))
+            samples["slurm_controller_rpc_count"].append(((kind,), number(rpc.get("count"))))
             # slurmctld adds each RPC's duration in microseconds (sdiag prints it so).
             samples["slurm_controller_rpc_time_seconds"].append(
-                ((kind,), _number(rpc.get("total_time")) / 1e6)
+                ((kind,), number(rpc.get("total_time")) / 1e6)
             )
     return dict(samples)
 
@@ -345,14 +333,14 @@ def check_runs(
         fields = active.parse_result(str(job.get("comment") or ""))
         if fields is None or not str(job.get("name") or "").startswith(active.JOB_PREFIX):
             continue
-        ended = _number(job.get("end_time"))
+        ended = number(job.get("end_time"))
         value = fields.get("value")
         run = CheckRun(
             check=fields["check"],
             result=RESULTS.get(fields["result"], -1.0),
             nodes=tuple(n for n in fields.get("nodes", "").split(",") if n),
             value=float(value) if value and re.fullmatch(r"[0-9.]+", value) else None,
-            started=_number(job.get("start_time")),
+            started=number(job.get("start_time")),
             ended=ended,
         )
         if run.check not in runs or ended >= runs[run.check].ended:
