@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,14 @@ class Batch:
     display: str
     text: str | None = None
 
+    @cached_property
+    def by_key(self) -> dict[tuple[Any, str], dict[str, Any]]:
+        """The objects by (kind, name), as kubeconform names a resource: built once per file,
+        not once per resource it reports."""
+        return {
+            (o.get("kind"), str((o.get("metadata") or {}).get("name"))): o for o in self.objects
+        }
+
 
 def run_kubeconform(
     binary: str, batches: list[Batch], version: str, dirs: tuple[Path, ...] = ()
@@ -253,8 +261,7 @@ def run_kubeconform(
 
 
 def _kubeconform_findings(item: dict[str, Any], batch: Batch, version: str) -> list[Finding]:
-    by_key = {(o.get("kind"), str((o.get("metadata") or {}).get("name"))): o for o in batch.objects}
-    obj = by_key.get((item.get("kind"), str(item.get("name"))), {})
+    obj = batch.by_key.get((item.get("kind"), str(item.get("name"))), {})
     res = (
         resource_of(obj)
         if obj
