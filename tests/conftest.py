@@ -47,12 +47,17 @@ def repo() -> Path:
     return REPO
 
 
+def toolchain_binary(tool: str) -> str:
+    """The toolchain's pinned ``tool``, or a skip naming the install command."""
+    path = tool_path(tool)
+    if path is None:
+        pytest.skip(f"{tool} not installed: run `make setup`")
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def helm() -> str:
-    path = tool_path("helm")
-    if path is None:
-        pytest.skip("helm not installed: run `make setup`")
-    return str(path)
+    return toolchain_binary("helm")
 
 
 # Seconds spent per tier (setup, call and teardown of its tests), printed at the end of the run

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sunk.devenv.paths import tool_path
 from tests.chart.test_sunk_metrics import RULE_API, RULE_ON, of_kind
+from tests.conftest import toolchain_binary
 
 LABELS = 'namespace="tenant-a", cluster="prod"'
 WHO = "tenant-a/prod"
@@ -23,10 +23,7 @@ WHO = "tenant-a/prod"
 
 @pytest.fixture(scope="module")
 def promtool() -> str:
-    path = tool_path("promtool")
-    if path is None:
-        pytest.skip("promtool not installed: run `make setup`")
-    return str(path)
+    return toolchain_binary("promtool")
 
 
 def series(name: str, values: str, pods: tuple[str, ...] = ("op-0", "op-1"), **labels: str):
